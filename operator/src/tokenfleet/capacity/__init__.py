@@ -1,0 +1,58 @@
+"""The built-in capacity model: pure functions from (model, GPU, engine) to a sized replica.
+
+arch = load_model("meta-llama/Llama-3.1-8B")
+p = plan(PlanRequest(arch=arch, gpu=get_gpu("l4")))
+p.tensor_parallel_size, p.kv_cache_tokens, p.predicted.ttft_ms
+"""
+
+from __future__ import annotations
+
+from tokenfleet.capacity.architecture import ModelArch, parse_config
+from tokenfleet.capacity.catalog import architecture_from_config, catalog_ids, load_model
+from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.gpus import GPU, GPUS, get_gpu
+from tokenfleet.capacity.performance import EFFICIENCY, StepModel
+from tokenfleet.capacity.planner import plan, valid_tp_sizes
+from tokenfleet.capacity.types import MemoryBreakdown, Plan, PlanRequest, Prediction
+
+__all__ = [
+    "EFFICIENCY",
+    "GPU",
+    "GPUS",
+    "MemoryBreakdown",
+    "ModelArch",
+    "Plan",
+    "PlanError",
+    "PlanRequest",
+    "Prediction",
+    "StepModel",
+    "architecture_from_config",
+    "catalog_ids",
+    "get_gpu",
+    "load_model",
+    "parse_config",
+    "plan",
+    "step_model",
+    "valid_tp_sizes",
+]
+
+
+def step_model(p: Plan) -> StepModel:
+    """Per-step timing of a planned replica (used by the simulator)."""
+    from tokenfleet.capacity.kv import kv_dtype_bytes
+    from tokenfleet.capacity.performance import build_step_model
+    from tokenfleet.capacity.quantization import weight_format
+
+    arch = p.request.arch if p.request else load_model(p.model)
+    fmt = weight_format(arch.quantization_config, p.dtype, p.quantization)
+    gpus = p.tensor_parallel_size * p.pipeline_parallel_size
+    compute_fp8 = fmt.linear_bytes <= 1.01 and p.gpu.fp8_tflops > p.gpu.bf16_tflops
+    return build_step_model(
+        arch,
+        p.gpu,
+        p.tensor_parallel_size,
+        p.pipeline_parallel_size,
+        p.weights_total_bytes / gpus,
+        kv_dtype_bytes(p.kv_cache_dtype, fmt.dtype_bytes),
+        compute_fp8,
+    )

@@ -1,0 +1,314 @@
+"""A model's architecture, read from a Hugging Face `config.json`, and its parameter count.
+
+Everything the memory and performance models need is derived here from the config itself:
+layers, heads, KV heads, head_dim, MoE shape, MLA ranks, sliding-window layout, tied
+embeddings. Parameter counts are computed from the shapes (not read from a model card), so
+a config the catalog has never seen is sized the same way as a catalog entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenfleet.capacity.errors import PlanError
+
+# Families whose config class defaults tie_word_embeddings to True when the key is absent.
+_TIED_BY_DEFAULT = ("gemma",)
+# Families whose q/k/v projections carry a bias even when the config does not say so.
+_QKV_BIAS_BY_DEFAULT = ("qwen2",)
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Per-layer attention shape."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    # MLA (DeepSeek V2/V3): the KV cache holds one latent of kv_lora_rank + qk_rope_head_dim.
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+
+@dataclass(frozen=True)
+class MoE:
+    experts: int
+    experts_per_token: int
+    expert_intermediate: int
+    shared_experts: int = 0
+    # Number of leading layers that use a dense MLP instead of experts (DeepSeek).
+    first_dense_layers: int = 0
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts by part; `linear_*` are the parts quantization applies to."""
+
+    embedding: int
+    lm_head: int
+    attention: int
+    dense_mlp: int
+    experts: int
+    shared_experts_and_router: int
+    norms: int
+    vision: int
+    active_experts: int
+
+    @property
+    def total(self) -> int:
+        return (
+            self.embedding
+            + self.lm_head
+            + self.attention
+            + self.dense_mlp
+            + self.experts
+            + self.shared_experts_and_router
+            + self.norms
+            + self.vision
+        )
+
+    @property
+    def active(self) -> int:
+        """Parameters touched per token (MoE: only the routed top-k experts)."""
+        return self.total - self.experts + self.active_experts
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    """The architecture facts the capacity model needs, all derived from config.json."""
+
+    name: str
+    model_type: str
+    layers: int
+    hidden: int
+    intermediate: int
+    vocab: int
+    max_context: int
+    attention: Attention
+    tied_embeddings: bool
+    qkv_bias: bool = False
+    moe: MoE | None = None
+    # Sliding-window attention: window size and which layers use it (layer index -> bool).
+    sliding_window: int = 0
+    sliding_layers: tuple[bool, ...] = ()
+    # quantization_config as found in config.json (empty when the weights are not quantized).
+    quantization_config: Mapping[str, Any] = field(default_factory=dict)
+    torch_dtype: str = "bfloat16"
+    vision_params: int = 0
+
+    @property
+    def num_sliding_layers(self) -> int:
+        return sum(self.sliding_layers)
+
+    @property
+    def num_full_layers(self) -> int:
+        return self.layers - self.num_sliding_layers
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Both sliding-window and full-attention layers (gpt-oss, Gemma 3)."""
+        return 0 < self.num_sliding_layers < self.layers
+
+    @property
+    def params(self) -> ParamCounts:
+        return count_params(self)
+
+
+def _get(cfg: Mapping[str, Any], key: str, source: str) -> Any:
+    if key not in cfg or cfg[key] is None:
+        raise PlanError(
+            f"{source}: config key '{key}'",
+            "missing",
+            "the capacity model needs it to size the model",
+            f"add '{key}' to the config.json (copy it from the model's Hugging Face repo)",
+        )
+    return cfg[key]
+
+
+def _positive_int(cfg: Mapping[str, Any], key: str, source: str) -> int:
+    value = _get(cfg, key, source)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise PlanError(
+            f"{source}: config key '{key}'",
+            value,
+            "must be a positive integer",
+            "fix the config.json value",
+        )
+    return value
+
+
+def _sliding_layout(cfg: Mapping[str, Any], layers: int) -> tuple[int, tuple[bool, ...]]:
+    """Which layers use a sliding window, from the several ways configs say it."""
+    window = cfg.get("sliding_window") or 0
+    if cfg.get("use_sliding_window") is False:  # Qwen2 ships a window it does not use.
+        return 0, ()
+    if not window:
+        return 0, ()
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and len(layer_types) == layers:
+        return int(window), tuple(t == "sliding_attention" for t in layer_types)
+    pattern = cfg.get("sliding_window_pattern")
+    if isinstance(pattern, int) and pattern > 1:
+        # Gemma 3: every `pattern`-th layer is global, the rest are local.
+        return int(window), tuple((i + 1) % pattern != 0 for i in range(layers))
+    if isinstance(window, int) and window >= int(cfg.get("max_position_embeddings") or 0) > 0:
+        return 0, ()  # a window as long as the context is no window at all
+    return int(window), tuple(True for _ in range(layers))  # Mistral v0.1: every layer
+
+
+def _vision_params(cfg: Mapping[str, Any], text_hidden: int) -> int:
+    """A ViT-style vision tower (SigLIP in Gemma 3) plus its projector, from vision_config."""
+    vision = cfg.get("vision_config")
+    if not isinstance(vision, Mapping):
+        return 0
+    hidden = int(vision.get("hidden_size", 0))
+    inter = int(vision.get("intermediate_size", 0))
+    layers = int(vision.get("num_hidden_layers", 0))
+    patch = int(vision.get("patch_size", 14))
+    image = int(vision.get("image_size", 224))
+    channels = int(vision.get("num_channels", 3))
+    per_layer = 4 * hidden * hidden + 4 * hidden + 2 * hidden * inter + hidden + inter + 4 * hidden
+    patches = (image // patch) ** 2 if patch else 0
+    embed = patch * patch * channels * hidden + hidden + patches * hidden
+    return layers * per_layer + embed + 2 * hidden + hidden * text_hidden
+
+
+def parse_config(config: Mapping[str, Any], name: str, source: str | None = None) -> ModelArch:
+    """Build a ModelArch from a Hugging Face config.json mapping.
+
+    `source` names where the config came from, for error messages (a path or a catalog id).
+    Multimodal configs (Gemma 3) keep the language model under `text_config`.
+    """
+    src = source or name
+    outer = config
+    cfg: Mapping[str, Any] = config
+    if isinstance(config.get("text_config"), Mapping):
+        cfg = {**config, **config["text_config"]}
+    model_type = str(outer.get("model_type", cfg.get("model_type", "unknown")))
+
+    layers = _positive_int(cfg, "num_hidden_layers", src)
+    hidden = _positive_int(cfg, "hidden_size", src)
+    heads = _positive_int(cfg, "num_attention_heads", src)
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    vocab = _positive_int(cfg, "vocab_size", src)
+    intermediate = _positive_int(cfg, "intermediate_size", src)
+    max_context = int(
+        cfg.get("max_position_embeddings") or cfg.get("max_sequence_length") or 0
+    ) or _positive_int(cfg, "max_position_embeddings", src)
+
+    attention = Attention(
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        kv_lora_rank=int(cfg.get("kv_lora_rank") or 0),
+        q_lora_rank=int(cfg.get("q_lora_rank") or 0),
+        qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
+        qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 0),
+        v_head_dim=int(cfg.get("v_head_dim") or 0),
+    )
+    if attention.is_mla and not attention.qk_rope_head_dim:
+        _get(cfg, "qk_rope_head_dim", src)
+
+    experts = int(
+        cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0
+    )
+    moe = None
+    if experts > 1:
+        top_k = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
+        if top_k <= 0:
+            _get(cfg, "num_experts_per_tok", src)
+        moe = MoE(
+            experts=experts,
+            experts_per_token=top_k,
+            expert_intermediate=int(cfg.get("moe_intermediate_size") or intermediate),
+            shared_experts=int(cfg.get("n_shared_experts") or 0),
+            first_dense_layers=int(cfg.get("first_k_dense_replace") or 0),
+        )
+
+    window, sliding = _sliding_layout(cfg, layers)
+    tied_default = any(model_type.startswith(p) for p in _TIED_BY_DEFAULT)
+    tied = bool(outer.get("tie_word_embeddings", cfg.get("tie_word_embeddings", tied_default)))
+    qkv_bias = bool(cfg.get("attention_bias", False)) or any(
+        model_type == p for p in _QKV_BIAS_BY_DEFAULT
+    )
+    quant = outer.get("quantization_config") or cfg.get("quantization_config") or {}
+    return ModelArch(
+        name=name,
+        model_type=model_type,
+        layers=layers,
+        hidden=hidden,
+        intermediate=intermediate,
+        vocab=vocab,
+        max_context=max_context,
+        attention=attention,
+        tied_embeddings=tied,
+        qkv_bias=qkv_bias,
+        moe=moe,
+        sliding_window=window,
+        sliding_layers=sliding,
+        quantization_config=dict(quant),
+        torch_dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"),
+        vision_params=_vision_params(outer, hidden),
+    )
+
+
+def _attention_params(arch: ModelArch) -> int:
+    a, h = arch.attention, arch.hidden
+    if a.is_mla:
+        qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim
+        if a.q_lora_rank:
+            q = h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * a.heads * qk_head
+        else:
+            q = h * a.heads * qk_head
+        kv_down = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
+        kv_up = a.kv_lora_rank * a.heads * (a.qk_nope_head_dim + a.v_head_dim)
+        out = a.heads * a.v_head_dim * h
+        return q + kv_down + kv_up + out
+    q = h * a.heads * a.head_dim
+    kv = 2 * h * a.kv_heads * a.head_dim
+    out = a.heads * a.head_dim * h
+    bias = (a.heads + 2 * a.kv_heads) * a.head_dim if arch.qkv_bias else 0
+    return q + kv + out + bias
+
+
+def count_params(arch: ModelArch) -> ParamCounts:
+    """Parameters by part, computed from the shapes in the config."""
+    h, layers = arch.hidden, arch.layers
+    embedding = arch.vocab * h
+    lm_head = 0 if arch.tied_embeddings else arch.vocab * h
+    attention = layers * _attention_params(arch)
+    norms = layers * 2 * h + h
+    gated_mlp = 3 * h  # gate, up and down projections per intermediate unit
+    dense_mlp = experts = shared = active_experts = 0
+    if arch.moe is None:
+        dense_mlp = layers * gated_mlp * arch.intermediate
+    else:
+        m = arch.moe
+        moe_layers = layers - m.first_dense_layers
+        dense_mlp = m.first_dense_layers * gated_mlp * arch.intermediate
+        per_expert = gated_mlp * m.expert_intermediate
+        experts = moe_layers * m.experts * per_expert
+        active_experts = moe_layers * m.experts_per_token * per_expert
+        router = h * m.experts
+        shared = moe_layers * (m.shared_experts * per_expert + router)
+    return ParamCounts(
+        embedding=embedding,
+        lm_head=lm_head,
+        attention=attention,
+        dense_mlp=dense_mlp,
+        experts=experts,
+        shared_experts_and_router=shared,
+        norms=norms,
+        vision=arch.vision_params,
+        active_experts=active_experts,
+    )

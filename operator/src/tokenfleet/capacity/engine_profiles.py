@@ -1,0 +1,135 @@
+"""How each engine version spends GPU memory besides weights and KV cache.
+
+One record per engine-version family, with every constant the memory model uses. The
+constants are fitted to the printed numbers in reference/engines.md (calibration table) and
+the overhead ranges it reports; tests/unit/capacity/test_calibration.py checks the fit.
+
+- vLLM measures weights + peak activation + non-torch memory in a profile run and gives the
+  rest of `total x gpu_memory_utilization` to the KV cache. The profile's peak is either the
+  forward pass over max_num_batched_tokens or the dummy sampler run over max_num_seqs
+  logits (float32, plus softmax / sort buffers: `sampler_factor` copies), whichever is
+  larger in the V1 engine of 0.12+; 0.9-0.11 held both at once and their forward peak was
+  larger (`forward_factor`), matching the 4.8-7.4 GiB observed at 16K batched tokens.
+- CUDA graphs sit outside the budget up to 0.20 and inside it from 0.21.
+- SGLang: max_total_num_tokens = (free_after_weights - total x (1 - mem_fraction_static)) //
+  cell_size; `init_overhead` is what the CUDA context and NCCL take before the first free
+  memory reading.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.gpus import GPU
+
+DEFAULT_VERSIONS = {"vllm": "0.32.0", "sglang": "0.5.23"}
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    engine: str
+    name: str
+    version: str
+    forward_factor: float
+    sampler_factor: float
+    activation_peaks_add: bool  # True: forward and sampler peaks coexist (0.9-0.11)
+    non_torch_tp1_gib: float
+    non_torch_base_gib: float  # TP >= 2: custom all-reduce + NCCL buffers
+    non_torch_per_rank_gib: float
+    cuda_graphs_in_budget: bool
+    default_memory_fraction: float
+    block_size: int = 16
+    init_overhead_gib: float = 0.0  # SGLang: CUDA context + NCCL before its first reading
+    init_overhead_per_rank_gib: float = 0.0
+
+    def non_torch_gib(self, tp: int) -> float:
+        if tp <= 1:
+            return self.non_torch_tp1_gib
+        return self.non_torch_base_gib + self.non_torch_per_rank_gib * tp
+
+
+def parse_version(version: str, field: str = "engine-version") -> tuple[int, int, int]:
+    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", version.strip())
+    if not match:
+        raise PlanError(
+            field, version, "not a version number", "use MAJOR.MINOR[.PATCH], e.g. 0.11.0"
+        )
+    major, minor, patch = match.groups()
+    return int(major), int(minor), int(patch or 0)
+
+
+_VLLM_LEGACY = dict(
+    forward_factor=2.8,
+    sampler_factor=4.0,
+    activation_peaks_add=True,
+    non_torch_tp1_gib=0.35,
+    non_torch_base_gib=2.0,
+    non_torch_per_rank_gib=0.13,
+    cuda_graphs_in_budget=False,
+    default_memory_fraction=0.90,
+)
+_VLLM_V1 = {**_VLLM_LEGACY, "forward_factor": 1.0, "activation_peaks_add": False}
+
+
+def engine_profile(engine: str, version: str | None = None) -> EngineProfile:
+    if engine not in DEFAULT_VERSIONS:
+        raise PlanError("engine", engine, "unknown engine", "use vllm or sglang")
+    resolved = version or DEFAULT_VERSIONS[engine]
+    v = parse_version(resolved)
+    if engine == "sglang":
+        return EngineProfile(
+            engine="sglang",
+            name="sglang",
+            version=resolved,
+            forward_factor=1.0,
+            sampler_factor=4.0,
+            activation_peaks_add=False,
+            non_torch_tp1_gib=0.0,
+            non_torch_base_gib=0.0,
+            non_torch_per_rank_gib=0.0,
+            cuda_graphs_in_budget=False,
+            default_memory_fraction=0.85,
+            block_size=1,
+            init_overhead_gib=0.45,
+            init_overhead_per_rank_gib=0.07,
+        )
+    if v < (0, 9, 0):
+        raise PlanError(
+            "engine-version",
+            resolved,
+            "vLLM before 0.9 (V0 engine) is not modelled",
+            "use vLLM 0.9 or newer",
+        )
+    if v < (0, 12, 0):
+        return EngineProfile(engine="vllm", name="vllm-0.9-0.11", version=resolved, **_VLLM_LEGACY)  # type: ignore[arg-type]
+    if v < (0, 21, 0):
+        return EngineProfile(engine="vllm", name="vllm-0.12-0.20", version=resolved, **_VLLM_V1)  # type: ignore[arg-type]
+    newer = {**_VLLM_V1, "cuda_graphs_in_budget": True, "default_memory_fraction": 0.92}
+    return EngineProfile(engine="vllm", name="vllm-0.21+", version=resolved, **newer)  # type: ignore[arg-type]
+
+
+def default_batch_limits(engine: str, gpu: GPU) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) the engine picks when not told.
+
+    vLLM's OpenAI server: 8192 / 1024 on large non-A100 GPUs, else 2048 / 256.
+    SGLang: chunked_prefill_size 2048 below 35 GB, 8192 below 160 GB, else 16384.
+    """
+    if engine == "sglang":
+        gb = gpu.memory_gib * GIB / 1e9
+        chunk = 2048 if gb < 35 else 8192 if gb < 160 else 16384
+        return chunk, 1024 if gpu.large else 256
+    return (8192, 1024) if gpu.large else (2048, 256)
+
+
+def sglang_default_mem_fraction(gpu: GPU, chunked_prefill: int, tp: int, pp: int) -> float:
+    """SGLang's own default mem_fraction_static (server_args), per reference/engines.md."""
+    cuda_graph_max_bs = 256 if gpu.large else 160
+    reserved_mb = 512 + max(chunked_prefill, 2048) * 1.5 + cuda_graph_max_bs * 2
+    reserved_mb += tp * pp / 8 * 1024
+    total_mb = gpu.memory_gib * 1024
+    if gpu.memory_gib > 60:
+        reserved_mb = max(reserved_mb, 10 * 1024)
+    return round((total_mb - reserved_mb) / total_mb, 3)

@@ -1,0 +1,197 @@
+"""Per-GPU memory of one replica layout (TP x PP) and the KV-cache tokens it leaves.
+
+`evaluate()` is the inner loop of the planner: given a layout and engine settings it
+returns, for the most constrained pipeline stage, the memory breakdown, the KV tokens the
+engine would log, and the max concurrency at max_model_len.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenfleet.capacity.architecture import ModelArch
+from tokenfleet.capacity.engine_profiles import EngineProfile
+from tokenfleet.capacity.gpus import GPU
+from tokenfleet.capacity.kv import (
+    layer_token_bytes,
+    stage_layers,
+    vllm_layout,
+    vllm_max_concurrency,
+    vllm_tokens,
+)
+from tokenfleet.capacity.quantization import WeightFormat
+from tokenfleet.capacity.types import GIB, MemoryBreakdown
+
+CUDA_CONTEXT_GIB = 0.6  # CUDA context + allocator slack outside any engine budget
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int
+    pp: int
+
+
+@dataclass(frozen=True)
+class Settings:
+    memory_fraction: float
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    kv_bytes: float  # bytes per KV element
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    layout: Layout
+    memory: MemoryBreakdown  # the stage with the fewest KV tokens
+    kv_tokens: int
+    kv_bytes_per_token: int
+    max_concurrency: float
+    weights_total: float
+
+
+def weights_per_stage(arch: ModelArch, fmt: WeightFormat, tp: int, pp: int) -> list[float]:
+    """Bytes of weights on one rank of each pipeline stage (plus the RoPE cos/sin cache)."""
+    p = arch.params
+    per_layer = (
+        p.attention * fmt.bytes_for("attention")
+        + p.dense_mlp * fmt.bytes_for("dense_mlp")
+        + p.experts * fmt.bytes_for("experts")
+        + p.shared_experts_and_router * fmt.bytes_for("shared_experts_and_router")
+        + (p.norms - arch.hidden) * fmt.dtype_bytes
+    ) / arch.layers
+    a = arch.attention
+    replicated_kv = 0.0
+    if not a.is_mla and tp > a.kv_heads:
+        # Each rank holds a whole KV head's projection instead of a 1/tp share of them.
+        kv_proj = 2 * arch.hidden * a.head_dim * fmt.bytes_for("attention")
+        replicated_kv = (
+            kv_proj - 2 * arch.hidden * a.kv_heads * a.head_dim * fmt.bytes_for("attention") / tp
+        )
+    rotary = a.qk_rope_head_dim if a.is_mla else a.head_dim
+    rope_copies = 2 if arch.model_type.startswith("gemma3") else 1  # local + global RoPE
+    rope = arch.max_context * rotary * fmt.dtype_bytes * rope_copies
+    embed = p.embedding * fmt.dtype_bytes
+    head = (p.lm_head or (p.embedding if pp > 1 else 0)) * fmt.dtype_bytes
+    stages = []
+    for s, (full, sliding) in enumerate(stage_layers(arch, pp)):
+        n = full + sliding
+        rank = n * per_layer / tp + n * replicated_kv + rope
+        if s == 0:
+            rank += (embed + p.vision * fmt.dtype_bytes) / tp
+        if s == pp - 1:
+            rank += (head + arch.hidden * fmt.dtype_bytes) / tp
+        stages.append(rank)
+    return stages
+
+
+def activation_bytes(
+    arch: ModelArch, profile: EngineProfile, tp: int, s: Settings, last_stage: bool, act_b: float
+) -> float:
+    """Peak activation of the engine's profile run on one rank."""
+    if arch.moe:
+        m = arch.moe
+        mlp = m.experts_per_token * (3 * m.expert_intermediate / tp + arch.hidden)
+        mlp = max(mlp, 3 * arch.intermediate / tp) if m.first_dense_layers else mlp
+    else:
+        mlp = 3 * arch.intermediate / tp
+    forward = s.max_num_batched_tokens * (4 * arch.hidden + mlp) * act_b * profile.forward_factor
+    sampler = s.max_num_seqs * arch.vocab * 4 * profile.sampler_factor if last_stage else 0.0
+    return forward + sampler if profile.activation_peaks_add else max(forward, sampler)
+
+
+def cuda_graph_bytes(layers: int, tp: int) -> float:
+    """Rough CUDA-graph pool size: 0.1-3.5 GiB observed, growing with depth and TP."""
+    return (0.15 + 0.012 * layers * (1.3 if tp > 1 else 1.0)) * GIB
+
+
+def evaluate(
+    arch: ModelArch,
+    gpu: GPU,
+    profile: EngineProfile,
+    fmt: WeightFormat,
+    layout: Layout,
+    s: Settings,
+) -> Evaluation:
+    total = gpu.memory_gib * GIB
+    weights = weights_per_stage(arch, fmt, layout.tp, layout.pp)
+    act_b = min(fmt.dtype_bytes, 2.0)
+    best: Evaluation | None = None
+    for stage, ((full, sliding), w) in enumerate(
+        zip(stage_layers(arch, layout.pp), weights, strict=True)
+    ):
+        last = stage == layout.pp - 1
+        if profile.engine == "sglang":
+            ev = _sglang_stage(arch, profile, layout, s, total, w, full + sliding)
+        else:
+            act = activation_bytes(arch, profile, layout.tp, s, last, act_b)
+            ev = _vllm_stage(arch, profile, layout, s, total, w, act, full, sliding)
+        if best is None or ev.kv_tokens < best.kv_tokens:
+            best = ev
+    assert best is not None
+    return Evaluation(
+        best.layout,
+        best.memory,
+        best.kv_tokens,
+        best.kv_bytes_per_token,
+        best.max_concurrency,
+        sum(weights) * layout.tp,
+    )
+
+
+def _vllm_stage(
+    arch: ModelArch,
+    profile: EngineProfile,
+    layout: Layout,
+    s: Settings,
+    total: float,
+    weights: float,
+    act: float,
+    full: int,
+    sliding: int,
+) -> Evaluation:
+    budget = total * s.memory_fraction
+    non_torch = profile.non_torch_gib(layout.tp) * GIB
+    graphs = cuda_graph_bytes(full + sliding, layout.tp)
+    kv = budget - weights - act - non_torch - (graphs if profile.cuda_graphs_in_budget else 0.0)
+    kv_layout = vllm_layout(arch, full, sliding, layout.tp, s.kv_bytes)
+    blocks, tokens = vllm_tokens(kv_layout, max(kv, 0.0))
+    concurrency = vllm_max_concurrency(
+        kv_layout, blocks, s.max_model_len, arch.sliding_window, s.max_num_batched_tokens
+    )
+    memory = MemoryBreakdown(
+        budget=budget,
+        weights=weights,
+        activation=act,
+        non_torch=non_torch,
+        cuda_graphs=graphs,
+        kv_cache=kv,
+        cuda_graphs_in_budget=profile.cuda_graphs_in_budget,
+    )
+    return Evaluation(layout, memory, tokens, kv_layout.bytes_per_token, concurrency, 0.0)
+
+
+def _sglang_stage(
+    arch: ModelArch,
+    profile: EngineProfile,
+    layout: Layout,
+    s: Settings,
+    total: float,
+    weights: float,
+    layers: int,
+) -> Evaluation:
+    init = (profile.init_overhead_gib + profile.init_overhead_per_rank_gib * layout.tp) * GIB
+    free_at_start = total - init
+    rest = free_at_start * s.memory_fraction - weights
+    cell = layers * layer_token_bytes(arch, layout.tp, s.kv_bytes)
+    tokens = int(max(rest, 0.0) // cell)
+    memory = MemoryBreakdown(
+        budget=free_at_start * s.memory_fraction,
+        weights=weights,
+        activation=free_at_start * (1 - s.memory_fraction),
+        non_torch=init,
+        cuda_graphs=0.0,
+        kv_cache=rest,
+        cuda_graphs_in_budget=True,
+    )
+    return Evaluation(layout, memory, tokens, cell, tokens / s.max_model_len, 0.0)

@@ -1,0 +1,430 @@
+"""plan(): choose TP / PP / memory settings for one replica and say why.
+
+Candidates are (TP, PP) layouts: TP must divide the attention heads and be compatible with
+the KV heads (one divides the other), fit in a node, and PP spans whole nodes once a replica
+outgrows one. Each candidate is evaluated by the memory model; the objective picks one:
+- min-gpus (default): the fewest GPUs whose KV cache holds the target concurrency of
+  input + output tokens (or, if none can, the fewest GPUs that can start at all);
+- latency: the single-node layout with the lowest predicted end-to-end latency.
+A request that fits nowhere is rejected with the numbers that show why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from tokenfleet.capacity.architecture import ModelArch
+from tokenfleet.capacity.engine_profiles import (
+    EngineProfile,
+    default_batch_limits,
+    engine_profile,
+    sglang_default_mem_fraction,
+)
+from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.kv import kv_dtype_bytes
+from tokenfleet.capacity.memory import (
+    CUDA_CONTEXT_GIB,
+    Evaluation,
+    Layout,
+    Settings,
+    cuda_graph_bytes,
+    evaluate,
+)
+from tokenfleet.capacity.performance import StepModel, Workload, build_step_model, predict
+from tokenfleet.capacity.quantization import WeightFormat, weight_format
+from tokenfleet.capacity.types import GIB, Plan, PlanRequest
+
+MAX_MEMORY_FRACTION = 0.95
+HEADROOM_GIB = 1.0  # left free for allocator fragmentation and the occasional spike
+MAX_PP = 8
+
+
+def valid_tp_sizes(arch: ModelArch, limit: int) -> list[int]:
+    heads, kv = arch.attention.heads, arch.attention.kv_heads
+    return [
+        t
+        for t in range(1, limit + 1)
+        if heads % t == 0 and (kv % t == 0 or t % kv == 0 or arch.attention.is_mla)
+    ]
+
+
+def _check_tp(arch: ModelArch, tp: int, per_node: int) -> None:
+    a = arch.attention
+    if tp < 1:
+        raise PlanError("tp", tp, "must be at least 1", "use 1, 2, 4 or 8")
+    valid = valid_tp_sizes(arch, max(per_node, tp))
+    if tp not in valid:
+        why = (
+            f"does not divide the {a.heads} attention heads"
+            if a.heads % tp
+            else f"and the {a.kv_heads} KV heads do not divide each other"
+        )
+        raise PlanError(
+            "tp",
+            tp,
+            f"tensor-parallel size {why} of {arch.name}",
+            f"use one of {', '.join(map(str, valid))}",
+        )
+    if tp > per_node:
+        raise PlanError(
+            "tp",
+            tp,
+            f"exceeds the {per_node} GPUs of one node",
+            "keep TP within a node and add --pp for more nodes",
+        )
+
+
+def _candidates(req: PlanRequest, per_node: int) -> list[Layout]:
+    """Layouts to try, fewest GPUs first.
+
+    Inside a node tensor parallelism wins (NVLink, no pipeline bubbles), so PP > 1 is only
+    tried at the largest valid TP, where it spans whole nodes (or fills a node whose GPUs
+    the heads cannot all use for TP). Fixed --tp / --pp are honoured as given.
+    """
+    arch = req.arch
+    if req.tensor_parallel_size is not None:
+        _check_tp(arch, req.tensor_parallel_size, per_node)
+    if req.pipeline_parallel_size is not None and not (
+        1 <= req.pipeline_parallel_size <= arch.layers
+    ):
+        raise PlanError(
+            "pp",
+            req.pipeline_parallel_size,
+            f"must be 1..{arch.layers}",
+            "use a pipeline size no larger than the layer count",
+        )
+    valid = valid_tp_sizes(arch, per_node)
+    tps = [req.tensor_parallel_size] if req.tensor_parallel_size else valid
+    out = []
+    for tp in tps:
+        if req.pipeline_parallel_size is not None:
+            pps = [req.pipeline_parallel_size]
+        elif tp == max(valid) or req.tensor_parallel_size:
+            pps = list(range(1, MAX_PP + 1))
+        else:
+            pps = [1]
+        for pp in pps:
+            gpus = tp * pp
+            if gpus > per_node and (gpus % per_node or gpus // per_node > req.max_nodes):
+                continue  # a multi-node replica fills whole nodes
+            out.append(Layout(tp, pp))
+    return sorted(out, key=lambda lay: (lay.tp * lay.pp, lay.pp))
+
+
+@dataclass(frozen=True)
+class _Context:
+    req: PlanRequest
+    profile: EngineProfile
+    fmt: WeightFormat
+    kv_bytes: float
+    per_node: int
+    batched: int
+    max_seqs_default: int
+
+
+def _memory_fraction(ctx: _Context, lay: Layout) -> float:
+    req, gpu = ctx.req, ctx.req.gpu
+    if req.memory_fraction is not None:
+        if not 0.05 <= req.memory_fraction <= 0.99:
+            flag = "mem-fraction-static" if req.engine == "sglang" else "gpu-memory-utilization"
+            raise PlanError(
+                flag, req.memory_fraction, "must be between 0.05 and 0.99", "use e.g. 0.9"
+            )
+        return req.memory_fraction
+    if req.engine == "sglang":
+        return sglang_default_mem_fraction(gpu, ctx.batched, lay.tp, lay.pp)
+    # vLLM: as high as leaves room for the CUDA context, graphs captured outside the budget
+    # (0.9-0.20) and some headroom; never above 0.95.
+    outside = (
+        0.0
+        if ctx.profile.cuda_graphs_in_budget
+        else cuda_graph_bytes(math.ceil(req.arch.layers / lay.pp), lay.tp) / GIB
+    )
+    safe = (gpu.memory_gib - CUDA_CONTEXT_GIB - outside - HEADROOM_GIB) / gpu.memory_gib
+    return min(MAX_MEMORY_FRACTION, math.floor(safe * 100) / 100)
+
+
+def _settings(ctx: _Context, lay: Layout, max_len: int) -> Settings:
+    seqs = ctx.req.max_num_seqs or ctx.max_seqs_default
+    return Settings(_memory_fraction(ctx, lay), max_len, ctx.batched, seqs, ctx.kv_bytes)
+
+
+def _fits(ev: Evaluation, need_tokens: int) -> bool:
+    return ev.memory.kv_cache > 0 and ev.kv_tokens >= need_tokens
+
+
+def _explain_no_fit(ctx: _Context, evs: list[Evaluation], max_len: int) -> PlanError:
+    req = ctx.req
+    last = evs[-1] if evs else None
+    total_w = (last.weights_total if last else 0) / GIB
+    if last is None:
+        return PlanError("tp", req.tensor_parallel_size, "no valid layout", "drop --tp/--pp")
+    m = last.memory
+    lay = last.layout
+    detail = (
+        f"at TP {lay.tp} x PP {lay.pp} each {req.gpu.id} has a {m.budget / GIB:.1f} GiB budget "
+        f"for {m.weights / GIB:.1f} GiB weights + {m.activation / GIB:.1f} GiB activation + "
+        f"{m.non_torch / GIB:.1f} GiB overhead, leaving {max(m.kv_cache, 0) / GIB:.2f} GiB "
+        f"= {last.kv_tokens} KV tokens for a {max_len}-token context"
+    )
+    field = "model" if req.tensor_parallel_size is None else "tp"
+    value = req.arch.name if field == "model" else req.tensor_parallel_size
+    return PlanError(
+        field,
+        value,
+        f"does not fit ({total_w:.1f} GiB of weights); {detail}",
+        "use a larger GPU, more GPUs (--tp/--pp), --quantization fp8, --kv-cache-dtype fp8 "
+        "or a smaller --max-model-len",
+    )
+
+
+def _choose(ctx: _Context, layouts: list[Layout]) -> tuple[Evaluation, int, str, list[str]]:
+    """Pick a layout; returns (evaluation, max_model_len, reason, warnings)."""
+    req, arch = ctx.req, ctx.req.arch
+    warnings: list[str] = []
+    request_tokens = req.input_tokens + req.output_tokens
+    want_len = req.max_model_len or arch.max_context
+    if req.max_model_len and req.max_model_len > arch.max_context:
+        warnings.append(
+            f"max-model-len {req.max_model_len} exceeds the model's {arch.max_context}-token "
+            "context; the engine needs rope scaling or will refuse it"
+        )
+    min_len = req.max_model_len or min(arch.max_context, request_tokens)
+    if req.engine == "sglang":
+        # SGLang starts with a pool smaller than its context length (vLLM refuses to); it
+        # then rejects requests that do not fit, so require only the workload's length.
+        min_len = min(min_len, request_tokens)
+    evaluated: list[Evaluation] = []
+    startable: list[Evaluation] = []
+    for lay in layouts:
+        ev = evaluate(arch, req.gpu, ctx.profile, ctx.fmt, lay, _settings(ctx, lay, want_len))
+        evaluated.append(ev)
+        if _fits(ev, min_len):
+            startable.append(ev)
+    if not startable:
+        raise _explain_no_fit(ctx, evaluated, min_len)
+
+    def holds_target(ev: Evaluation) -> bool:
+        return ev.kv_tokens >= req.concurrency * min(request_tokens, want_len)
+
+    meeting = [ev for ev in startable if holds_target(ev)]
+    if req.objective == "latency":
+        pool = [ev for ev in (meeting or startable) if ev.layout.tp * ev.layout.pp <= ctx.per_node]
+        pool = pool or meeting or startable
+        chosen = min(pool, key=lambda ev: (_e2e(ctx, ev, want_len), ev.layout.tp * ev.layout.pp))
+        why = f"lowest predicted latency among {len(pool)} single-node layouts"
+    elif meeting:
+        chosen = meeting[0]
+        why = (
+            f"fewest GPUs whose KV cache ({chosen.kv_tokens:,} tokens) holds {req.concurrency} "
+            f"concurrent {request_tokens}-token requests"
+        )
+        smaller = [ev for ev in evaluated if _gpus(ev) < _gpus(chosen)]
+        if smaller:
+            why += "; " + _shortfall(smaller[-1])
+    else:
+        chosen = max(startable, key=lambda ev: ev.kv_tokens / _gpus(ev))
+        per_replica = int(chosen.kv_tokens // max(min(request_tokens, want_len), 1))
+        warnings.append(
+            f"no layout holds {req.concurrency} concurrent {request_tokens}-token requests in KV "
+            f"cache; one replica holds {per_replica}: run "
+            f"{math.ceil(req.concurrency / max(per_replica, 1))} replicas or add memory"
+        )
+        why = "best KV tokens per GPU; the target concurrency needs more replicas"
+
+    max_len = want_len
+    if chosen.kv_tokens < want_len and req.engine == "sglang":
+        warnings.append(
+            f"KV pool holds {chosen.kv_tokens:,} tokens, less than the {want_len}-token context: "
+            "SGLang starts, but longer requests are rejected"
+        )
+    elif chosen.kv_tokens < want_len:
+        # Only reachable without --max-model-len: shrink to what the cache holds.
+        max_len = max(min_len, chosen.kv_tokens // 1024 * 1024)
+        warnings.append(
+            f"max-model-len lowered from {want_len} (model maximum) to {max_len} so the KV cache "
+            "holds one full-length request; set --max-model-len to choose"
+        )
+        chosen = evaluate(
+            arch,
+            req.gpu,
+            ctx.profile,
+            ctx.fmt,
+            chosen.layout,
+            _settings(ctx, chosen.layout, max_len),
+        )
+    return chosen, max_len, why, warnings
+
+
+def _shortfall(ev: Evaluation) -> str:
+    """Why a smaller layout was not enough, in numbers."""
+    m, lay = ev.memory, ev.layout
+    if m.kv_cache <= 0:
+        return (
+            f"TP {lay.tp} x PP {lay.pp}: {m.weights / GIB:.1f} GiB weights per GPU + "
+            f"{(m.activation + m.non_torch) / GIB:.1f} GiB activation/overhead exceed the "
+            f"{m.budget / GIB:.1f} GiB budget"
+        )
+    return f"TP {lay.tp} x PP {lay.pp} holds only {ev.kv_tokens:,}"
+
+
+def _gpus(ev: Evaluation) -> int:
+    return ev.layout.tp * ev.layout.pp
+
+
+def _step_model(ctx: _Context, ev: Evaluation) -> StepModel:
+    compute_fp8 = ctx.fmt.linear_bytes <= 1.01 and ctx.req.gpu.fp8_tflops > ctx.req.gpu.bf16_tflops
+    return build_step_model(
+        ctx.req.arch,
+        ctx.req.gpu,
+        ev.layout.tp,
+        ev.layout.pp,
+        ev.weights_total / (ev.layout.tp * ev.layout.pp),
+        ctx.kv_bytes,
+        compute_fp8,
+    )
+
+
+def _e2e(ctx: _Context, ev: Evaluation, max_len: int) -> float:
+    w = _workload(ctx)
+    p = predict(_step_model(ctx, ev), w, w.concurrency, 1, 0.0, 1e9, 1e9)
+    return p.ttft_ms + p.tpot_ms * ctx.req.output_tokens
+
+
+def _workload(ctx: _Context) -> Workload:
+    r = ctx.req
+    return Workload(r.concurrency, r.input_tokens, r.output_tokens, ctx.batched)
+
+
+def _validate(req: PlanRequest) -> None:
+    for field, value in (
+        ("concurrency", req.concurrency),
+        ("input-tokens", req.input_tokens),
+        ("output-tokens", req.output_tokens),
+        ("max-model-len", req.max_model_len),
+        ("max-num-batched-tokens", req.max_num_batched_tokens),
+        ("max-num-seqs", req.max_num_seqs),
+        ("max-gpus-per-node", req.max_gpus_per_node),
+    ):
+        if value is not None and value < 1:
+            raise PlanError(field, value, "must be a positive integer", "pass a value >= 1")
+    for field, slo in (("ttft-slo-ms", req.ttft_slo_ms), ("tpot-slo-ms", req.tpot_slo_ms)):
+        if slo <= 0:
+            raise PlanError(field, slo, "must be positive", "pass milliseconds, e.g. 500")
+    if req.max_model_len and req.max_model_len < req.input_tokens + req.output_tokens:
+        raise PlanError(
+            "max-model-len",
+            req.max_model_len,
+            f"is shorter than input + output tokens ({req.input_tokens + req.output_tokens})",
+            "raise --max-model-len or lower --input-tokens/--output-tokens",
+        )
+
+
+def plan(req: PlanRequest) -> Plan:
+    """Size one replica for the request. Pure; raises PlanError when nothing fits."""
+    _validate(req)
+    profile = engine_profile(req.engine, req.engine_version)
+    fmt = weight_format(req.arch.quantization_config, req.dtype, req.quantization)
+    per_node = min(req.max_gpus_per_node or req.gpu.gpus_per_node, req.gpu.gpus_per_node)
+    batched_default, seqs_default = default_batch_limits(req.engine, req.gpu)
+    ctx = _Context(
+        req,
+        profile,
+        fmt,
+        kv_dtype_bytes(req.kv_cache_dtype, fmt.dtype_bytes),
+        per_node,
+        req.max_num_batched_tokens or batched_default,
+        seqs_default,
+    )
+    ev, max_len, why, warnings = _choose(ctx, _candidates(req, per_node))
+    request_tokens = min(req.input_tokens + req.output_tokens, max_len)
+    max_seqs = req.max_num_seqs or _max_num_seqs(ctx, ev, request_tokens)
+    if max_seqs != (req.max_num_seqs or seqs_default):
+        ev = evaluate(
+            req.arch,
+            req.gpu,
+            profile,
+            fmt,
+            ev.layout,
+            replace(_settings(ctx, ev.layout, max_len), max_num_seqs=max_seqs),
+        )
+    warnings += _warnings(ctx, ev, max_len)
+    gpus = _gpus(ev)
+    step = _step_model(ctx, ev)
+    slots = min(max_seqs, ev.kv_tokens // max(request_tokens, 1))
+    prediction = predict(
+        step,
+        _workload(ctx),
+        slots,
+        gpus,
+        req.gpu.price_per_hour,
+        req.ttft_slo_ms / 1e3,
+        req.tpot_slo_ms / 1e3,
+    )
+    if prediction.goodput_concurrency == 0:
+        warnings.append(
+            f"even one request misses the SLO (predicted TTFT {prediction.ttft_ms:.0f} ms, TPOT "
+            f"{prediction.tpot_ms:.1f} ms at concurrency {req.concurrency}); relax the SLO, use "
+            "--objective latency or a faster GPU"
+        )
+    params = req.arch.params
+    return Plan(
+        model=req.arch.name,
+        gpu=req.gpu,
+        engine=req.engine,
+        engine_version=profile.version,
+        engine_profile=profile.name,
+        tensor_parallel_size=ev.layout.tp,
+        pipeline_parallel_size=ev.layout.pp,
+        gpus_per_replica=gpus,
+        nodes_per_replica=math.ceil(gpus / per_node),
+        memory_fraction=_settings(ctx, ev.layout, max_len).memory_fraction,
+        max_model_len=max_len,
+        max_num_seqs=max_seqs,
+        max_num_batched_tokens=ctx.batched,
+        kv_cache_dtype=req.kv_cache_dtype,
+        dtype=req.dtype,
+        quantization=req.quantization or (fmt.method if fmt.method != "none" else None),
+        kv_cache_tokens=ev.kv_tokens,
+        kv_bytes_per_token=ev.kv_bytes_per_token,
+        max_concurrency=ev.max_concurrency,
+        weights_total_bytes=ev.weights_total,
+        params_total=params.total,
+        params_active=params.active,
+        memory=ev.memory,
+        predicted=prediction,
+        reason=f"TP {ev.layout.tp} x PP {ev.layout.pp} = {gpus} GPU(s): {why}",
+        warnings=tuple(warnings),
+        request=req,
+    )
+
+
+def _max_num_seqs(ctx: _Context, ev: Evaluation, request_tokens: int) -> int:
+    """No more running sequences than the KV cache holds at the workload's length (more
+    would only be preempted), but at least the target concurrency; capped at the default."""
+    fit = ev.kv_tokens // max(request_tokens, 1)
+    want = max(ctx.req.concurrency, fit)
+    return max(1, min(ctx.max_seqs_default, math.ceil(want / 8) * 8))
+
+
+def _warnings(ctx: _Context, ev: Evaluation, max_len: int) -> list[str]:
+    out = []
+    m, gpu = ev.memory, ctx.req.gpu
+    if ctx.req.engine == "vllm" and not m.cuda_graphs_in_budget:
+        used = m.budget + m.cuda_graphs + CUDA_CONTEXT_GIB * GIB
+        if used > gpu.memory_gib * GIB:
+            out.append(
+                f"budget {m.budget / GIB:.1f} GiB + CUDA graphs {m.cuda_graphs / GIB:.1f} GiB + "
+                f"context exceed the {gpu.memory_gib} GiB of a {gpu.id}: startup may OOM; lower "
+                "--gpu-memory-utilization"
+            )
+    if ctx.kv_bytes < 2 and ctx.req.kv_cache_dtype != "auto":
+        out.append("fp8 KV cache: twice the tokens, small accuracy cost; validate on your evals")
+    if ev.layout.tp > ctx.req.arch.attention.kv_heads and not ctx.req.arch.attention.is_mla:
+        out.append(
+            f"TP {ev.layout.tp} > {ctx.req.arch.attention.kv_heads} KV heads: each rank "
+            "replicates a KV head, so KV memory per token does not shrink past TP "
+            f"{ctx.req.arch.attention.kv_heads}"
+        )
+    return out

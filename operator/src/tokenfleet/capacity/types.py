@@ -1,0 +1,164 @@
+"""The planner's input and output records (what the operator, the simulator and the CLI use)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tokenfleet.capacity.architecture import ModelArch
+from tokenfleet.capacity.gpus import GPU
+
+Engine = Literal["vllm", "sglang"]
+Objective = Literal["min-gpus", "latency"]
+GIB = 1024**3
+
+# Workload defaults: the chat shape of the project's source material (2,048 in / 300 out)
+# and the SLO of `vllm bench serve --goodput ttft:500 tpot:50`.
+DEFAULT_CONCURRENCY = 16
+DEFAULT_INPUT_TOKENS = 2048
+DEFAULT_OUTPUT_TOKENS = 300
+DEFAULT_TTFT_SLO_MS = 500.0
+DEFAULT_TPOT_SLO_MS = 50.0
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Everything plan() needs. None means "let the planner choose"."""
+
+    arch: ModelArch
+    gpu: GPU
+    engine: Engine = "vllm"
+    engine_version: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    # vLLM --gpu-memory-utilization or SGLang --mem-fraction-static (same meaning to us:
+    # the fraction of GPU memory the engine may plan with).
+    memory_fraction: float | None = None
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    quantization: str | None = None
+    concurrency: int = DEFAULT_CONCURRENCY
+    input_tokens: int = DEFAULT_INPUT_TOKENS
+    output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS
+    tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS
+    max_gpus_per_node: int | None = None
+    max_nodes: int = 4
+    objective: Objective = "min-gpus"
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Per-GPU memory of the most loaded rank, in bytes."""
+
+    budget: float  # total x memory fraction
+    weights: float
+    activation: float
+    non_torch: float  # CUDA/NCCL buffers, communication workspaces
+    cuda_graphs: float
+    kv_cache: float
+    cuda_graphs_in_budget: bool
+
+    @property
+    def overhead(self) -> float:
+        return self.non_torch + self.cuda_graphs
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.activation + self.overhead + self.kv_cache
+
+    def gib(self) -> dict[str, float]:
+        return {
+            "weights": round(self.weights / GIB, 2),
+            "activation": round(self.activation / GIB, 2),
+            "overhead": round(self.overhead / GIB, 2),
+            "kvCache": round(self.kv_cache / GIB, 2),
+            "total": round(self.total / GIB, 2),
+            "budget": round(self.budget / GIB, 2),
+        }
+
+
+@dataclass(frozen=True)
+class Prediction:
+    ttft_ms: float
+    tpot_ms: float
+    output_tokens_per_second: float
+    requests_per_second: float
+    goodput_requests_per_second: float
+    goodput_concurrency: int  # the highest concurrency that still meets the SLO
+    cost_per_million_output_tokens: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "ttftMs": round(self.ttft_ms, 1),
+            "tpotMs": round(self.tpot_ms, 2),
+            "outputTokensPerSecond": round(self.output_tokens_per_second, 1),
+            "requestsPerSecond": round(self.requests_per_second, 3),
+            "goodputRequestsPerSecond": round(self.goodput_requests_per_second, 3),
+            "goodputConcurrency": self.goodput_concurrency,
+            "costPerMillionOutputTokens": round(self.cost_per_million_output_tokens, 3),
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A sized replica: how to run it, what it holds, and how fast it should be."""
+
+    model: str
+    gpu: GPU
+    engine: Engine
+    engine_version: str
+    engine_profile: str
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    gpus_per_replica: int
+    nodes_per_replica: int
+    memory_fraction: float  # --gpu-memory-utilization (vLLM) / --mem-fraction-static (SGLang)
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_dtype: str
+    dtype: str
+    quantization: str | None
+    kv_cache_tokens: int
+    kv_bytes_per_token: int  # per rank, summed over that rank's layers
+    max_concurrency: float  # requests of max_model_len tokens the KV cache holds at once
+    weights_total_bytes: float
+    params_total: int
+    params_active: int
+    memory: MemoryBreakdown
+    predicted: Prediction
+    reason: str  # one line: why this TP / PP
+    warnings: tuple[str, ...] = ()
+    request: PlanRequest | None = field(default=None, compare=False, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON contract of `tokenfleet plan -o json` (engineArgs are added by engines)."""
+        return {
+            "model": self.model,
+            "gpu": self.gpu.id,
+            "engine": self.engine,
+            "engineVersion": self.engine_version,
+            "engineProfile": self.engine_profile,
+            "tensorParallelSize": self.tensor_parallel_size,
+            "pipelineParallelSize": self.pipeline_parallel_size,
+            "gpusPerReplica": self.gpus_per_replica,
+            "nodesPerReplica": self.nodes_per_replica,
+            "gpuMemoryUtilization": self.memory_fraction,
+            "maxNumSeqs": self.max_num_seqs,
+            "maxNumBatchedTokens": self.max_num_batched_tokens,
+            "maxModelLen": self.max_model_len,
+            "kvCacheDtype": self.kv_cache_dtype,
+            "kvCacheTokens": self.kv_cache_tokens,
+            "kvBytesPerToken": self.kv_bytes_per_token,
+            "maxConcurrency": round(self.max_concurrency, 2),
+            "parameters": {"total": self.params_total, "active": self.params_active},
+            "weightsTotalGiB": round(self.weights_total_bytes / GIB, 2),
+            "memory": self.memory.gib(),
+            "predicted": self.predicted.as_dict(),
+            "reason": self.reason,
+            "warnings": list(self.warnings),
+        }
