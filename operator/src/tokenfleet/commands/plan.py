@@ -1,0 +1,181 @@
+"""`tokenfleet plan`: size a deployment and explain it (table for people, JSON/YAML for tools)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from tokenfleet.capacity import GPUS, Plan, PlanError, PlanRequest, get_gpu, load_model, plan
+from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS
+from tokenfleet.capacity.quantization import QUANTIZATIONS
+from tokenfleet.capacity.types import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_INPUT_TOKENS,
+    DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_TPOT_SLO_MS,
+    DEFAULT_TTFT_SLO_MS,
+    GIB,
+)
+
+
+def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
+    p.add_argument(
+        "--model", required=True, help="catalog id (tokenfleet models) or config.json path"
+    )
+    p.add_argument("--gpu", required=True, help=f"GPU type: {', '.join(GPUS)}")
+    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm")
+    p.add_argument(
+        "--engine-version",
+        help=f"default: vllm {DEFAULT_VERSIONS['vllm']}, sglang {DEFAULT_VERSIONS['sglang']}",
+    )
+    p.add_argument("--tp", type=int, help="fixed tensor-parallel size")
+    p.add_argument("--pp", type=int, help="fixed pipeline-parallel size")
+    p.add_argument("--gpu-memory-utilization", type=float, help="vLLM memory fraction")
+    p.add_argument("--mem-fraction-static", type=float, help="SGLang memory fraction")
+    p.add_argument(
+        "--max-model-len",
+        type=int,
+        help="context length (default: the model's, lowered to what the KV cache holds)",
+    )
+    p.add_argument("--max-num-batched-tokens", type=int)
+    p.add_argument("--max-num-seqs", type=int)
+    p.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto")
+    p.add_argument("--dtype", default="auto", help="weight/activation dtype (auto = bfloat16)")
+    p.add_argument("--quantization", choices=QUANTIZATIONS, help="override the checkpoint's")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help="target concurrent requests per replica (textbook: batch size)",
+    )
+    p.add_argument("--input-tokens", type=int, default=DEFAULT_INPUT_TOKENS)
+    p.add_argument("--output-tokens", type=int, default=DEFAULT_OUTPUT_TOKENS)
+    p.add_argument("--ttft-slo-ms", type=float, default=DEFAULT_TTFT_SLO_MS)
+    p.add_argument("--tpot-slo-ms", type=float, default=DEFAULT_TPOT_SLO_MS)
+    p.add_argument("--max-gpus-per-node", type=int)
+    p.add_argument("--max-nodes", type=int, default=4)
+    p.add_argument("--objective", choices=("min-gpus", "latency"), default="min-gpus")
+    p.add_argument("--price-per-gpu-hour", type=float, help="override the catalog price (USD)")
+    p.add_argument("--breakdown", choices=("textbook",), help="show the textbook formula instead")
+    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+
+
+def request_from_args(args: argparse.Namespace) -> PlanRequest:
+    if args.engine == "vllm" and args.mem_fraction_static is not None:
+        raise PlanError(
+            "mem-fraction-static",
+            args.mem_fraction_static,
+            "is an SGLang flag",
+            "use --gpu-memory-utilization with --engine vllm",
+        )
+    if args.engine == "sglang" and args.gpu_memory_utilization is not None:
+        raise PlanError(
+            "gpu-memory-utilization",
+            args.gpu_memory_utilization,
+            "is a vLLM flag",
+            "use --mem-fraction-static with --engine sglang",
+        )
+    fraction = args.gpu_memory_utilization if args.engine == "vllm" else args.mem_fraction_static
+    return PlanRequest(
+        arch=load_model(args.model),
+        gpu=get_gpu(args.gpu).with_price(args.price_per_gpu_hour),
+        engine=args.engine,
+        engine_version=args.engine_version,
+        tensor_parallel_size=args.tp,
+        pipeline_parallel_size=args.pp,
+        memory_fraction=fraction,
+        max_model_len=args.max_model_len,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_num_seqs=args.max_num_seqs,
+        kv_cache_dtype=args.kv_cache_dtype,
+        dtype=args.dtype,
+        quantization=args.quantization,
+        concurrency=args.concurrency,
+        input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens,
+        ttft_slo_ms=args.ttft_slo_ms,
+        tpot_slo_ms=args.tpot_slo_ms,
+        max_gpus_per_node=args.max_gpus_per_node,
+        max_nodes=args.max_nodes,
+        objective=args.objective,
+    )
+
+
+def plan_document(p: Plan, model_ref: str) -> dict[str, Any]:
+    from tokenfleet.engines import engine_args
+
+    doc = p.as_dict()
+    doc["engineArgs"] = engine_args(p, model_ref)
+    return doc
+
+
+def run(args: argparse.Namespace) -> int:
+    req = request_from_args(args)
+    if args.breakdown == "textbook":
+        from tokenfleet.commands.textbook_view import print_textbook
+
+        print_textbook(req)
+        return 0
+    p = plan(req)
+    doc = plan_document(p, args.model)
+    if args.output == "json":
+        json.dump(doc, sys.stdout, indent=2)
+        print()
+    elif args.output == "yaml":
+        import yaml
+
+        yaml.safe_dump(doc, sys.stdout, sort_keys=False)
+    else:
+        print(render_table(p, doc))
+    return 0
+
+
+def render_table(p: Plan, doc: dict[str, Any]) -> str:
+    m, pr, req = p.memory, p.predicted, p.request
+    assert req is not None
+    flag = "mem-fraction-static" if p.engine == "sglang" else "gpu-memory-utilization"
+    graphs = "inside" if m.cuda_graphs_in_budget else "outside"
+    lines = [
+        f"{p.model} on {p.gpu.name} ({p.gpu.id}), {p.engine} {p.engine_version} "
+        f"[profile {p.engine_profile}]",
+        "",
+        f"  layout        TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size} = "
+        f"{p.gpus_per_replica} GPU(s) on {p.nodes_per_replica} node(s) per replica",
+        f"  why           {p.reason.split(': ', 1)[-1]}",
+        f"  model         {p.params_total / 1e9:.2f} B params ({p.params_active / 1e9:.2f} B "
+        f"active), {p.weights_total_bytes / GIB:.1f} GiB of weights"
+        + (f", {p.quantization}" if p.quantization else ""),
+        f"  settings      {flag} {p.memory_fraction}, max-model-len {p.max_model_len:,}, "
+        f"max-num-seqs {p.max_num_seqs}, max-num-batched-tokens {p.max_num_batched_tokens:,}, "
+        f"kv-cache-dtype {p.kv_cache_dtype}",
+        "",
+        "  memory per GPU            GiB",
+        f"    weights            {m.weights / GIB:8.2f}",
+        f"    activation         {m.activation / GIB:8.2f}",
+        f"    overhead           {m.overhead / GIB:8.2f}   non-torch {m.non_torch / GIB:.2f}, "
+        f"CUDA graphs {m.cuda_graphs / GIB:.2f} ({graphs} the budget)",
+        f"    KV cache           {m.kv_cache / GIB:8.2f}",
+        f"    total              {m.total / GIB:8.2f}   budget {m.budget / GIB:.2f} of "
+        f"{p.gpu.memory_gib:.2f}",
+        "",
+        f"  KV cache      {p.kv_cache_tokens:,} tokens ({p.kv_bytes_per_token:,} B/token per GPU); "
+        f"{p.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once",
+        f"  predicted     at {req.concurrency} concurrent, {req.input_tokens} in / "
+        f"{req.output_tokens} out",
+        f"    TTFT               {pr.ttft_ms:8.1f} ms",
+        f"    TPOT               {pr.tpot_ms:8.1f} ms",
+        f"    throughput         {pr.output_tokens_per_second:8.1f} output tok/s "
+        f"({pr.requests_per_second:.2f} req/s)",
+        f"    goodput            {pr.goodput_requests_per_second:8.2f} req/s within TTFT "
+        f"{req.ttft_slo_ms:g} ms and TPOT {req.tpot_slo_ms:g} ms (up to "
+        f"{pr.goodput_concurrency} concurrent)",
+        f"    cost               {pr.cost_per_million_output_tokens:8.2f} $ per 1M output tokens "
+        f"at ${p.gpu.price_per_hour:.2f}/GPU-hour",
+        "",
+        "  engine args   " + " ".join(doc["engineArgs"]),
+    ]
+    if p.warnings:
+        lines += ["", "  warnings"] + [f"    - {w}" for w in p.warnings]
+    return "\n".join(lines)
