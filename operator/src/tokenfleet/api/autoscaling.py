@@ -1,0 +1,63 @@
+"""spec.autoscaling: scale replicas from Prometheus TTFT / goodput against spec.slo."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from tokenfleet.api.base import Rule, SpecModel, cel_rules, check, section
+
+MIN_LE_MAX = Rule(
+    "self.minReplicas <= self.maxReplicas",
+    "minReplicas must be less than or equal to maxReplicas",
+    "lower minReplicas or raise maxReplicas",
+)
+
+
+class PrometheusSpec(SpecModel):
+    """Where the autoscaler reads engine metrics."""
+
+    url: str | None = Field(default=None, max_length=2048, pattern=r"^https?://.+")
+    """Prometheus base URL (http://prometheus.monitoring:9090). Default: the operator's
+    --prometheus-url."""
+
+
+class AutoscalingSpec(SpecModel):
+    """SLO-driven replica autoscaling. Stabilization windows and step limits keep GPU pods,
+    which take minutes to start, from flapping."""
+
+    model_config = ConfigDict(json_schema_extra=cel_rules(MIN_LE_MAX))
+
+    enabled: bool = False
+    """Turn the autoscaler on; when off, spec.replicas is used as written."""
+    min_replicas: int = Field(default=1, ge=1, le=1000)
+    """Fewest replicas."""
+    max_replicas: int = Field(default=4, ge=1, le=1000)
+    """Most replicas (bounds GPU spend)."""
+    metric: Literal["ttft", "goodput"] = "ttft"
+    """ttft: keep the TTFT quantile under slo.ttftMs. goodput: keep the request rate under
+    targetUtilization x the replicas' SLO-meeting capacity."""
+    target_utilization: float = Field(default=0.8, gt=0, le=1)
+    """Fraction of the predicted (or observed) goodput capacity to run at."""
+    scale_up_stabilization_seconds: int = Field(default=60, ge=0, le=3600)
+    """A scale-up needs the signal above target for this long."""
+    scale_down_stabilization_seconds: int = Field(default=300, ge=0, le=86400)
+    """A scale-down uses the highest recommendation of this window."""
+    max_scale_up_step: int = Field(default=2, ge=1, le=100)
+    """Most replicas added in one decision."""
+    max_scale_down_step: int = Field(default=1, ge=1, le=100)
+    """Most replicas removed in one decision."""
+    interval_seconds: int = Field(default=30, ge=5, le=3600)
+    """How often the autoscaler decides."""
+    prometheus: PrometheusSpec = section(PrometheusSpec)
+    """Metrics source."""
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> AutoscalingSpec:
+        check(
+            MIN_LE_MAX,
+            self.min_replicas <= self.max_replicas,
+            f"minReplicas={self.min_replicas}, maxReplicas={self.max_replicas}",
+        )
+        return self

@@ -1,0 +1,70 @@
+"""spec.storage, spec.resources, spec.podTemplate, spec.rollout: how the pods are run."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from tokenfleet.api.base import INT_OR_STRING, SpecModel, section
+
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+
+
+def _quantity(description: str) -> Any:
+    return Field(default=None, description=description, json_schema_extra=INT_OR_STRING)
+
+
+class StorageSpec(SpecModel):
+    """A PersistentVolumeClaim the operator creates as the model cache (Hugging Face
+    downloads land there once instead of on every pod start)."""
+
+    size: str = Field(default="100Gi", pattern=QUANTITY_PATTERN)
+    """Claim size, a Kubernetes quantity."""
+    storage_class_name: str | None = Field(default=None, max_length=253)
+    """Storage class. Default: the cluster default."""
+    access_mode: Literal["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany", "ReadWriteOncePod"] = (
+        "ReadWriteMany"
+    )
+    """ReadWriteMany lets replicas on different nodes share one cache."""
+
+
+class ResourceList(SpecModel):
+    cpu: int | str | None = _quantity("CPU, e.g. 8 or 7500m.")
+    memory: int | str | None = _quantity("Memory, e.g. 64Gi.")
+
+
+class ResourcesSpec(SpecModel):
+    """CPU / memory of the engine container; GPUs come from spec.gpu. Default: planned."""
+
+    requests: ResourceList = section(ResourceList)
+    limits: ResourceList = section(ResourceList)
+
+
+class LocalObjectReference(SpecModel):
+    name: str = Field(min_length=1, max_length=253)
+
+
+class PodTemplateSpec(SpecModel):
+    """Additions to the engine pods."""
+
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Extra pod labels (the operator's own labels win)."""
+    annotations: dict[str, str] = Field(default_factory=dict)
+    """Extra pod annotations."""
+    service_account_name: str | None = Field(default=None, max_length=253)
+    """Service account of the pods."""
+    priority_class_name: str | None = Field(default=None, max_length=253)
+    """Priority class of the pods."""
+    image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list, max_length=16)
+    """Secrets for pulling a private engine image."""
+
+
+class RolloutSpec(SpecModel):
+    """How a spec change replaces pods. maxSurge 0 replaces in place, so an update needs
+    no spare GPUs (at the cost of maxUnavailable replicas being down meanwhile)."""
+
+    max_surge: int | str = Field(default=0, json_schema_extra=INT_OR_STRING)
+    """Extra replicas during an update (a number or a percentage)."""
+    max_unavailable: int | str = Field(default=1, json_schema_extra=INT_OR_STRING)
+    """Replicas that may be down during an update (a number or a percentage)."""

@@ -1,0 +1,94 @@
+"""spec.gpu: the accelerator type, how many per replica, and where the pods may run."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from tokenfleet.api.base import FREE_FORM, Rule, SpecModel, cel_rules, check
+
+# The GPU ids of the capacity catalog (tokenfleet.capacity.gpus.GPUS); a unit test keeps
+# the two equal, so a GPU added there must be added here (and in the CRD) too.
+GpuType = Literal[
+    "a10g",
+    "l4",
+    "l40s",
+    "a100-40gb",
+    "a100-80gb",
+    "h100-sxm",
+    "h100-pcie",
+    "h200",
+    "b200",
+    "mi300x",
+]
+
+TP_TIMES_PP_IS_COUNT = Rule(
+    "!has(self.count) || !has(self.tensorParallelSize) || !has(self.pipelineParallelSize)"
+    " || self.tensorParallelSize * self.pipelineParallelSize == self.count",
+    "tensorParallelSize * pipelineParallelSize must equal count",
+    "fix the numbers or leave one of the three unset to have it planned",
+)
+TP_DIVIDES_COUNT = Rule(
+    "!has(self.count) || !has(self.tensorParallelSize)"
+    " || self.count % self.tensorParallelSize == 0",
+    "count must be a multiple of tensorParallelSize",
+    "fix the numbers or leave tensorParallelSize unset to have it planned",
+)
+PP_DIVIDES_COUNT = Rule(
+    "!has(self.count) || !has(self.pipelineParallelSize)"
+    " || self.count % self.pipelineParallelSize == 0",
+    "count must be a multiple of pipelineParallelSize",
+    "fix the numbers or leave pipelineParallelSize unset to have it planned",
+)
+
+
+class Toleration(SpecModel):
+    """A Kubernetes toleration (GPU nodes are usually tainted)."""
+
+    key: str | None = Field(default=None, max_length=316)
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = Field(default=None, max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+class GpuSpec(SpecModel):
+    """The GPU type and count. Unset counts are chosen by the capacity planner."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(TP_TIMES_PP_IS_COUNT, TP_DIVIDES_COUNT, PP_DIVIDES_COUNT)
+    )
+
+    type: GpuType
+    """GPU model; selects nodes by the catalog's node label (nvidia.com/gpu.product)."""
+    count: int | None = Field(default=None, ge=1, le=64)
+    """GPUs per replica. Default: the fewest that fit the model and meet the SLO."""
+    tensor_parallel_size: int | None = Field(default=None, ge=1, le=64)
+    """Tensor parallel size. Default: planned."""
+    pipeline_parallel_size: int | None = Field(default=None, ge=1, le=16)
+    """Pipeline parallel size (one stage per node when a replica spans nodes). Default: planned."""
+    resource_name: str | None = Field(default=None, max_length=253)
+    """Extended resource to request. Default: the catalog's, nvidia.com/gpu (amd.com/gpu on
+    mi300x)."""
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    """Extra node labels the pods require, added to the GPU product label."""
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=64)
+    """Tolerations of the engine pods."""
+    affinity: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    """A Kubernetes Affinity, passed through to the pods."""
+    price_per_hour: float | None = Field(default=None, ge=0)
+    """Price of one GPU-hour (for cost estimates). Default: the catalog's list price."""
+    max_per_node: int | None = Field(default=None, ge=1, le=16)
+    """GPUs available on one node, if fewer than the catalog's gpus per node (8)."""
+
+    @model_validator(mode="after")
+    def _counts(self) -> GpuSpec:
+        count, tp, pp = self.count, self.tensor_parallel_size, self.pipeline_parallel_size
+        if count is not None and tp is not None and pp is not None:
+            check(TP_TIMES_PP_IS_COUNT, tp * pp == count, f"{tp} * {pp} != {count}")
+        if count is not None and tp is not None:
+            check(TP_DIVIDES_COUNT, count % tp == 0, f"count={count}, tensorParallelSize={tp}")
+        if count is not None and pp is not None:
+            check(PP_DIVIDES_COUNT, count % pp == 0, f"count={count}, pipelineParallelSize={pp}")
+        return self

@@ -1,0 +1,84 @@
+"""The LLMService resource: spec (what the user wants) and the object wrapper."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tokenfleet.api.autoscaling import AutoscalingSpec
+from tokenfleet.api.base import SpecModel, section
+from tokenfleet.api.deploy import PodTemplateSpec, ResourcesSpec, RolloutSpec, StorageSpec
+from tokenfleet.api.engine import EngineSpec
+from tokenfleet.api.gpu import GpuSpec
+from tokenfleet.api.model import ModelSpec
+from tokenfleet.api.status import LLMServiceStatus
+from tokenfleet.api.workload import SloSpec, WorkloadSpec
+
+GROUP = "tokenfleet.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "LLMService"
+PLURAL = "llmservices"
+SINGULAR = "llmservice"
+SHORT_NAMES = ("llms", "llmsvc")
+CATEGORIES = ("tokenfleet",)
+
+
+class LLMServiceSpec(SpecModel):
+    """An OpenAI-compatible LLM endpoint served by vLLM or SGLang on GPUs, sized by the
+    tokenfleet capacity planner and scaled against its SLO."""
+
+    model: ModelSpec
+    """The model to serve."""
+    engine: EngineSpec = section(EngineSpec)
+    """Inference engine."""
+    gpu: GpuSpec
+    """GPU type and placement."""
+    workload: WorkloadSpec = section(WorkloadSpec)
+    """Request shape a replica is sized for."""
+    slo: SloSpec = section(SloSpec)
+    """Latency objectives."""
+    replicas: int = Field(default=1, ge=0, le=1000)
+    """Replicas (each one a full copy of the model on gpusPerReplica GPUs). Written by the
+    autoscaler when autoscaling.enabled."""
+    autoscaling: AutoscalingSpec = section(AutoscalingSpec)
+    """SLO-driven autoscaling."""
+    storage: StorageSpec | None = None
+    """Model cache volume; unset: weights are downloaded to an emptyDir on each start."""
+    resources: ResourcesSpec | None = None
+    """CPU / memory overrides of the engine container."""
+    pod_template: PodTemplateSpec = section(PodTemplateSpec)
+    """Additions to the engine pods."""
+    rollout: RolloutSpec = section(RolloutSpec)
+    """Update strategy."""
+
+
+class LLMService(BaseModel):
+    """A whole LLMService object as the API server (or kopf) hands it over."""
+
+    model_config = ConfigDict(
+        extra="ignore", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
+    )
+
+    api_version: str = Field(default=API_VERSION, alias="apiVersion")
+    kind: str = KIND
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: LLMServiceSpec
+    status: LLMServiceStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.metadata.get("namespace", "default"))
+
+    @property
+    def generation(self) -> int | None:
+        gen = self.metadata.get("generation")
+        return int(gen) if gen is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -1,0 +1,165 @@
+"""LLMService status: what the operator planned, what runs, and what the autoscaler decided.
+
+Written only by the operator (through the status subresource) and read back on the next
+reconcile, so these models ignore unknown fields instead of rejecting them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
+
+from tokenfleet.api.base import StatusModel
+
+Phase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
+ConditionType = Literal["Planned", "Ready", "Progressing", "Degraded", "Autoscaling"]
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Condition(StatusModel):
+    """A Kubernetes-style condition (metav1.Condition)."""
+
+    type: ConditionType
+    status: ConditionStatus
+    reason: str = Field(default="", max_length=1024)
+    """CamelCase machine-readable reason (PlanFailed, ReplicasReady, ScaledUp...)."""
+    message: str = Field(default="", max_length=32768)
+    """One line a person can act on."""
+    last_transition_time: str | None = Field(
+        default=None, json_schema_extra={"format": "date-time"}
+    )
+    """When status last changed."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """metadata.generation the condition was computed from."""
+
+
+class Prediction(StatusModel):
+    """The capacity model's prediction for one replica at spec.workload."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    goodput_requests_per_second: float | None = None
+
+
+class PlanStatus(StatusModel):
+    """Summary of the capacity plan a replica runs with."""
+
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    gpus_per_replica: int | None = None
+    nodes_per_replica: int | None = None
+    engine_version: str | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    """Requests of maxModelLen tokens the KV cache holds at once."""
+    memory_fraction: float | None = None
+    max_model_len: int | None = None
+    predicted: Prediction | None = None
+    engine_args: list[str] = Field(default_factory=list)
+    reason: str | None = None
+    """Why this TP / PP."""
+    warnings: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def from_plan(cls, plan: Any, engine_args: list[str] | None = None) -> PlanStatus:
+        """From a tokenfleet.capacity Plan (duck-typed so status does not import capacity)."""
+        return cls(
+            tensor_parallel_size=plan.tensor_parallel_size,
+            pipeline_parallel_size=plan.pipeline_parallel_size,
+            gpus_per_replica=plan.gpus_per_replica,
+            nodes_per_replica=plan.nodes_per_replica,
+            engine_version=plan.engine_version,
+            kv_cache_tokens=plan.kv_cache_tokens,
+            max_concurrency=round(plan.max_concurrency, 2),
+            memory_fraction=plan.memory_fraction,
+            max_model_len=plan.max_model_len,
+            predicted=Prediction(
+                ttft_ms=round(plan.predicted.ttft_ms, 1),
+                tpot_ms=round(plan.predicted.tpot_ms, 2),
+                goodput_requests_per_second=round(plan.predicted.goodput_requests_per_second, 3),
+            ),
+            engine_args=list(engine_args or []),
+            reason=plan.reason,
+            warnings=list(plan.warnings),
+        )
+
+
+class Signals(StatusModel):
+    """The metrics the last autoscaling decision saw (absent: no data)."""
+
+    ttft_seconds: float | None = None
+    """TTFT at slo.quantile."""
+    attainment: float | None = None
+    """Fraction of requests within the TTFT SLO."""
+    goodput: float | None = None
+    """Requests per second within the SLO."""
+    request_rate: float | None = None
+    queue: float | None = None
+    """Requests waiting, summed over replicas."""
+    kv_usage: float | None = None
+    """KV cache usage 0-1, mean over replicas."""
+
+
+class AutoscalingStatus(StatusModel):
+    desired_replicas: int | None = Field(default=None, ge=0)
+    last_decision_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    reason: str | None = None
+    """One line: why the last decision (scale up, hold, scale down)."""
+    signals: Signals | None = None
+
+
+class LLMServiceStatus(StatusModel):
+    model_config = ConfigDict(extra="ignore")
+
+    observed_generation: int | None = None
+    phase: Phase | None = None
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    replicas: int | None = None
+    """Replicas that exist (for the scale subresource)."""
+    ready_replicas: int | None = None
+    selector: str | None = None
+    """Label selector of the engine pods, as a string (for the scale subresource / HPA)."""
+    plan: PlanStatus | None = None
+    endpoint: str | None = None
+    """In-cluster OpenAI base URL (http://NAME.NAMESPACE.svc:PORT/v1)."""
+    autoscaling: AutoscalingStatus | None = None
+    latest_ttft_ms: float | None = None
+    """Latest observed TTFT at slo.quantile, milliseconds."""
+
+    def condition(self, type_: ConditionType) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+    def set_condition(
+        self,
+        type_: ConditionType,
+        status: ConditionStatus,
+        reason: str,
+        message: str = "",
+        observed_generation: int | None = None,
+        now: str | None = None,
+    ) -> bool:
+        """Add or update a condition; lastTransitionTime moves only when status changes.
+        Returns True when anything changed."""
+        old = self.condition(type_)
+        moved = old is None or old.status != status
+        new = Condition(
+            type=type_,
+            status=status,
+            reason=reason,
+            message=message,
+            last_transition_time=(now or now_rfc3339()) if moved else old.last_transition_time,
+            observed_generation=observed_generation,
+        )
+        if old == new:
+            return False
+        self.conditions = [c for c in self.conditions if c.type != type_] + [new]
+        return True
