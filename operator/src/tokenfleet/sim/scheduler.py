@@ -59,6 +59,7 @@ class SimRequest:
     prompt_tokens: int
     max_tokens: int
     arrival: float
+    stream: bool = False  # only reported (SGLang labels metrics by it)
     num_computed: int = 0
     output_tokens: int = 0
     blocks: int = 0

@@ -1,0 +1,444 @@
+"""Prometheus metrics that look exactly like the emulated engine's.
+
+Names, types, label names and histogram buckets are copied from the engines' own source
+(vLLM 0.32 `vllm/v1/metrics/loggers.py` + `buckets.py`; SGLang 0.5
+`sglang/srt/observability/metrics_collector.py`), and tests/system/test_sim_metrics.py
+diffs the vLLM set against a real vLLM engine's /metrics. Values are in simulated seconds.
+Each simulator gets a private CollectorRegistry, so several can live in one process.
+
+Families a real engine has but the simulator leaves out are listed in NOT_EMULATED with why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from tokenfleet.sim.scheduler import ScheduledStep, Scheduler, SimRequest, StepOutcome
+
+# --- vLLM 0.32 buckets (vllm/v1/metrics/buckets.py) ----------------------------------------
+VLLM_REQUEST_LATENCY_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+VLLM_TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+    10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+VLLM_ITL_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0,
+)  # fmt: skip
+VLLM_ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+VLLM_PARAMS_N_BUCKETS = (1, 2, 5, 10, 20)
+VLLM_PREEMPTIONS_BUCKETS = (1, 2, 3, 4, 5, 10, 20)
+
+# --- SGLang 0.5 buckets (TokenizerMetricsCollector / SchedulerMetricsCollector) --------------
+SGLANG_TTFT_BUCKETS = (
+    0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400,
+)  # fmt: skip
+SGLANG_E2E_BUCKETS = (*SGLANG_TTFT_BUCKETS, 600, 1200, 1800, 2400)
+SGLANG_ITL_BUCKETS = (
+    0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+    0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000,
+)  # fmt: skip
+SGLANG_QUEUE_BUCKETS = (
+    0.0, 0.001, 0.005, 0.010, 0.050, 0.100, 0.200, 0.500, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40,
+    50, 60, 70, 80, 90, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600,
+    1800, 2000, 2500, 3000,
+)  # fmt: skip
+SGLANG_TOKENS_BUCKETS = (
+    100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000,
+    12500, 15000, 17500, 20000, 22500, 25000, 27500, 30000, 35000, 40000, 60000, 80000,
+    100000, 200000, 300000, 400000, 600000, 800000, 1000000, 1100000,
+)  # fmt: skip
+
+NOT_EMULATED: dict[str, str] = {
+    "vllm:cache_config_info": "its labels are every CacheConfig field of the real engine",
+    "vllm:kv_block_*": "only with --kv-cache-metrics",
+    "vllm:spec_decode_*": "no speculative decoding in the simulator",
+    "vllm:lora_requests_info": "no LoRA in the simulator",
+    "sglang:* other than listed": "disaggregation, speculative, grammar, LoRA, HiCache series",
+}
+
+
+def request_token_buckets(max_model_len: int) -> list[float]:
+    """vLLM's 1-2-5 series up to max_model_len (buckets.build_1_2_5_buckets)."""
+    buckets: list[float] = []
+    exponent = 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10**exponent
+            if value > max_model_len:
+                return buckets
+            buckets.append(value)
+        exponent += 1
+
+
+class EngineMetrics(Protocol):
+    registry: CollectorRegistry
+
+    def on_step(self, step: ScheduledStep, outcome: StepOutcome, scheduler: Scheduler) -> None:
+        """Record one completed step (token timings, finished requests, gauges)."""
+
+    def on_queue_change(self, scheduler: Scheduler) -> None:
+        """Refresh the running / waiting / KV gauges after requests arrive or leave."""
+
+    def on_abort(self, request: SimRequest) -> None:
+        """A client went away before its request finished."""
+
+    def exposition(self) -> bytes: ...
+
+
+class VllmMetrics:
+    def __init__(self, model_name: str, max_model_len: int) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        names = ["model_name", "engine"]
+        values = [model_name, "0"]
+
+        def gauge(name: str, doc: str, extra: Iterable[str] = ()) -> Gauge:
+            return Gauge(name, doc, [*names, *extra], registry=r)
+
+        def counter(name: str, doc: str, extra: Iterable[str] = ()) -> Counter:
+            return Counter(name, doc, [*names, *extra], registry=r)
+
+        def histogram(name: str, doc: str, buckets: Iterable[float]) -> Histogram:
+            return Histogram(name, doc, names, buckets=list(buckets), registry=r).labels(*values)
+
+        self.running = gauge(
+            "vllm:num_requests_running", "Number of requests in model execution batches."
+        ).labels(*values)
+        self.waiting = gauge(
+            "vllm:num_requests_waiting", "Number of requests waiting to be processed."
+        ).labels(*values)
+        by_reason = gauge(
+            "vllm:num_requests_waiting_by_reason",
+            "Number of waiting requests by reason.",
+            ["reason"],
+        )
+        self.waiting_capacity = by_reason.labels(*values, "capacity")
+        by_reason.labels(*values, "deferred").set(0)
+        sleep = gauge("vllm:engine_sleep_state", "Engine sleep state.", ["sleep_state"])
+        for state, value in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)):
+            sleep.labels(*values, state).set(value)
+        self.kv_usage = gauge(
+            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."
+        ).labels(*values)
+
+        self.prefix_queries = counter(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of tokens."
+        ).labels(*values)
+        counter("vllm:prefix_cache_hits", "Prefix cache hits.").labels(*values)
+        counter("vllm:external_prefix_cache_queries", "External prefix cache queries.").labels(
+            *values
+        )
+        counter("vllm:external_prefix_cache_hits", "External prefix cache hits.").labels(*values)
+        counter("vllm:mm_cache_queries", "Multi-modal cache queries.").labels(*values)
+        counter("vllm:mm_cache_hits", "Multi-modal cache hits.").labels(*values)
+        self.preemptions = counter(
+            "vllm:num_preemptions", "Cumulative number of preemption from the engine."
+        ).labels(*values)
+        self.prompt_tokens = counter(
+            "vllm:prompt_tokens", "Number of prefill tokens processed."
+        ).labels(*values)
+        by_source = counter(
+            "vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", ["source"]
+        )
+        self.prompt_computed = by_source.labels(*values, "local_compute")
+        for source in ("local_cache_hit", "external_kv_transfer"):
+            by_source.labels(*values, source)
+        counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens.").labels(*values)
+        cached_by_source = counter(
+            "vllm:prompt_tokens_cached_by_source", "Prefix-cache hit tokens by tier.", ["source"]
+        )
+        for source in ("device", "host", "p2p", "disk", "external_unspecified"):
+            cached_by_source.labels(*values, source)
+        self.generation_tokens = counter(
+            "vllm:generation_tokens", "Number of generation tokens processed."
+        ).labels(*values)
+        success = counter(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            ["finished_reason"],
+        )
+        self.success = {
+            reason: success.labels(*values, reason)
+            for reason in ("stop", "length", "abort", "error", "repetition")
+        }
+        rejections = Counter(
+            "vllm:admission_rejections",
+            "Number of admission attempts rejected by a queue limit, by reason.",
+            ["model_name", "reason"],
+            registry=r,
+        )
+        for reason in ("max_num_queued_reqs", "max_num_queued_tokens"):
+            rejections.labels(model_name, reason)
+
+        tokens = request_token_buckets(max_model_len)
+        self.prompt_tokens_request = histogram(
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokens
+        )
+        self.generation_tokens_request = histogram(
+            "vllm:request_generation_tokens", "Number of generation tokens processed.", tokens
+        )
+        self.iteration_tokens = histogram(
+            "vllm:iteration_tokens_total",
+            "Histogram of number of tokens per engine_step.",
+            VLLM_ITERATION_TOKENS_BUCKETS,
+        )
+        histogram(
+            "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.",
+            tokens,
+        )
+        histogram(
+            "vllm:request_params_n", "Histogram of the n request parameter.", VLLM_PARAMS_N_BUCKETS
+        )
+        self.max_tokens_param = histogram(
+            "vllm:request_params_max_tokens",
+            "Histogram of the max_tokens request parameter.",
+            tokens,
+        )
+        self.ttft = histogram(
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            VLLM_TTFT_BUCKETS,
+        )
+        self.itl = histogram(
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            VLLM_ITL_BUCKETS,
+        )
+        self.tpot = histogram(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            VLLM_ITL_BUCKETS,
+        )
+        latency = VLLM_REQUEST_LATENCY_BUCKETS
+        self.e2e = histogram(
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            latency,
+        )
+        self.queue = histogram(
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            latency,
+        )
+        self.inference = histogram(
+            "vllm:request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.",
+            latency,
+        )
+        self.prefill = histogram(
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            latency,
+        )
+        self.decode = histogram(
+            "vllm:request_decode_time_seconds",
+            "Histogram of time spent in DECODE phase for request.",
+            latency,
+        )
+        self.num_preemptions = histogram(
+            "vllm:request_num_preemptions",
+            "Histogram of the number of times a request was preempted.",
+            VLLM_PREEMPTIONS_BUCKETS,
+        )
+        self.prefill_kv_computed = histogram(
+            "vllm:request_prefill_kv_computed_tokens",
+            "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+            tokens,
+        )
+
+    def on_queue_change(self, scheduler: Scheduler) -> None:
+        self.running.set(len(scheduler.running))
+        self.waiting.set(len(scheduler.waiting))
+        self.waiting_capacity.set(len(scheduler.waiting))
+        self.kv_usage.set(scheduler.kv_usage)
+
+    def on_step(self, step: ScheduledStep, outcome: StepOutcome, scheduler: Scheduler) -> None:
+        self.iteration_tokens.observe(step.num_tokens)
+        self.preemptions.inc(len(step.preempted))
+        self.generation_tokens.inc(len(outcome.sampled))
+        for request in outcome.sampled:
+            times = request.token_times
+            if len(times) == 1:
+                # vLLM counts a prompt when its prefill completes, and the prefix cache is
+                # queried once per prompt token at admission.
+                self.ttft.observe(times[0] - request.arrival)
+                self.prompt_tokens.inc(request.prompt_tokens)
+                self.prompt_computed.inc(request.prompt_tokens)
+                self.prefix_queries.inc(request.prompt_tokens)
+            else:
+                self.itl.observe(times[-1] - times[-2])
+        for request in outcome.finished:
+            self._finished(request, "length")
+        self.on_queue_change(scheduler)
+
+    def _finished(self, request: SimRequest, reason: str) -> None:
+        assert request.finished_at is not None
+        self.success[reason].inc()
+        scheduled = request.scheduled_at if request.scheduled_at is not None else request.arrival
+        first = request.first_token_at if request.first_token_at is not None else scheduled
+        last = request.last_token_at if request.last_token_at is not None else scheduled
+        decode = last - first
+        self.e2e.observe(request.finished_at - request.arrival)
+        self.queue.observe(scheduled - request.arrival)
+        self.prefill.observe(first - scheduled)
+        self.inference.observe(last - scheduled)
+        self.decode.observe(decode)
+        self.num_preemptions.observe(request.num_preemptions)
+        self.prefill_kv_computed.observe(request.prompt_tokens)
+        self.prompt_tokens_request.observe(request.prompt_tokens)
+        self.generation_tokens_request.observe(request.output_tokens)
+        self.tpot.observe(decode / (request.output_tokens - 1) if request.output_tokens > 1 else 0)
+        self.max_tokens_param.observe(request.max_tokens)
+
+    def on_abort(self, request: SimRequest) -> None:
+        self.success["abort"].inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class SglangMetrics:
+    """SGLang's tokenizer-manager and scheduler series (as with --enable-metrics)."""
+
+    def __init__(self, model_name: str, max_model_len: int) -> None:
+        del max_model_len  # SGLang's buckets do not depend on it
+        self.registry = CollectorRegistry()
+        r = self.registry
+        tok = {"model_name": model_name, "engine_type": "unified"}
+        sched = {**tok, "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+        self._tok = tok
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, list(sched), registry=r).labels(**sched)
+
+        def sched_counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, list(sched), registry=r).labels(**sched)
+
+        self.running = gauge("sglang:num_running_reqs", "The number of running requests.")
+        self.queued = gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
+        self.gen_throughput = gauge("sglang:gen_throughput", "The generation throughput (token/s).")
+        gauge("sglang:cache_hit_rate", "The prefix cache hit rate.")
+        self.token_usage = gauge("sglang:token_usage", "The token usage.")
+        self.used_tokens = gauge("sglang:num_used_tokens", "The number of used tokens.")
+        self.retracted = gauge("sglang:num_retracted_reqs", "The number of retracted requests.")
+        self.retracted_total = sched_counter(
+            "sglang:num_retracted_requests_total", "Total number of retracted requests."
+        )
+        self.queue_time = Histogram(
+            "sglang:queue_time_seconds",
+            "Histogram of queueing time in seconds.",
+            list(sched),
+            buckets=list(SGLANG_QUEUE_BUCKETS),
+            registry=r,
+        ).labels(**sched)
+
+        streaming = [*tok, "is_streaming"]
+        self.prompt_tokens = Counter(
+            "sglang:prompt_tokens_total", "Number of prefill tokens processed.", streaming,
+            registry=r,
+        )  # fmt: skip
+        self.generation_tokens = Counter(
+            "sglang:generation_tokens_total", "Number of generation tokens processed.", streaming,
+            registry=r,
+        )  # fmt: skip
+        self.requests = Counter(
+            "sglang:num_requests_total", "Number of requests processed.", streaming, registry=r
+        )
+        self.aborted = Counter(
+            "sglang:num_aborted_requests_total", "Number of requests aborted.", list(tok),
+            registry=r,
+        ).labels(**tok)  # fmt: skip
+        self.prompt_hist = Histogram(
+            "sglang:prompt_tokens_histogram", "Histogram of prompt token length.", list(tok),
+            buckets=list(SGLANG_TOKENS_BUCKETS), registry=r,
+        ).labels(**tok)  # fmt: skip
+        self.generation_hist = Histogram(
+            "sglang:generation_tokens_histogram", "Histogram of generation token length.",
+            list(tok), buckets=list(SGLANG_TOKENS_BUCKETS), registry=r,
+        ).labels(**tok)  # fmt: skip
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+            streaming, buckets=list(SGLANG_TTFT_BUCKETS), registry=r,
+        )  # fmt: skip
+        self.itl = Histogram(
+            "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+            list(tok), buckets=list(SGLANG_ITL_BUCKETS), registry=r,
+        ).labels(**tok)  # fmt: skip
+        self.tpot = Histogram(
+            "sglang:request_time_per_output_token_seconds", "Per-request TPOT in seconds.",
+            streaming, buckets=list(SGLANG_ITL_BUCKETS), registry=r,
+        )  # fmt: skip
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds",
+            "Histogram of End-to-end request latency in seconds",
+            streaming, buckets=list(SGLANG_E2E_BUCKETS), registry=r,
+        )  # fmt: skip
+        self._window_tokens = 0
+        self._window_seconds = 0.0
+
+    def on_queue_change(self, scheduler: Scheduler) -> None:
+        self.running.set(len(scheduler.running))
+        self.queued.set(len(scheduler.waiting))
+        self.token_usage.set(scheduler.kv_usage)
+        self.used_tokens.set(scheduler.used_tokens)
+
+    def on_step(self, step: ScheduledStep, outcome: StepOutcome, scheduler: Scheduler) -> None:
+        if step.preempted:
+            self.retracted.set(len(step.preempted))
+            self.retracted_total.inc(len(step.preempted))
+        # SGLang logs decode throughput over a window of steps; a 1 s window here.
+        self._window_tokens += len(outcome.sampled)
+        self._window_seconds += step.duration
+        if self._window_seconds >= 1.0:
+            self.gen_throughput.set(self._window_tokens / self._window_seconds)
+            self._window_tokens, self._window_seconds = 0, 0.0
+        for request in outcome.sampled:
+            times = request.token_times
+            if len(times) == 1:
+                self.ttft.labels(**self._tok, is_streaming=_flag(request)).observe(
+                    times[0] - request.arrival
+                )
+                scheduled = request.scheduled_at or request.arrival
+                self.queue_time.observe(scheduled - request.arrival)
+            else:
+                self.itl.observe(times[-1] - times[-2])
+        for request in outcome.finished:
+            self._finished(request)
+        self.on_queue_change(scheduler)
+
+    def _finished(self, request: SimRequest) -> None:
+        assert request.finished_at is not None
+        labels = {**self._tok, "is_streaming": _flag(request)}
+        self.prompt_tokens.labels(**labels).inc(request.prompt_tokens)
+        self.generation_tokens.labels(**labels).inc(request.output_tokens)
+        self.requests.labels(**labels).inc()
+        self.e2e.labels(**labels).observe(request.finished_at - request.arrival)
+        if request.output_tokens > 1 and request.first_token_at is not None:
+            decode = request.finished_at - request.first_token_at
+            self.tpot.labels(**labels).observe(decode / (request.output_tokens - 1))
+        self.prompt_hist.observe(request.prompt_tokens)
+        self.generation_hist.observe(request.output_tokens)
+
+    def on_abort(self, request: SimRequest) -> None:
+        self.aborted.inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _flag(request: SimRequest) -> str:
+    return "true" if request.stream else "false"
+
+
+def metrics_for(engine: str, model_name: str, max_model_len: int) -> EngineMetrics:
+    if engine == "sglang":
+        return SglangMetrics(model_name, max_model_len)
+    return VllmMetrics(model_name, max_model_len)
