@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("plan", "size a vLLM / SGLang deployment for a model on a GPU type"),
     "models": ("catalogs", "list the built-in model catalog"),
     "gpus": ("catalogs", "list the GPU catalog"),
+    "crd": ("crd", "write the LLMService CRD generated from the API models (--check: verify)"),
 }
 
 
