@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "models": ("catalogs", "list the built-in model catalog"),
     "gpus": ("catalogs", "list the GPU catalog"),
     "crd": ("crd", "write the LLMService CRD generated from the API models (--check: verify)"),
+    "operator": ("operator", "run the Kubernetes operator that reconciles LLMServices"),
+    "bench": ("bench", "load an OpenAI-compatible server like `vllm bench serve`"),
 }
 
 
