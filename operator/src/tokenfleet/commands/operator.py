@@ -1,0 +1,86 @@
+"""`tokenfleet operator`: run the kopf operator that reconciles LLMServices into workloads."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="watch this namespace (repeatable; globs like 'team-*' work)",
+    )
+    scope.add_argument(
+        "--all-namespaces", "-A", action="store_true", help="watch every namespace (default)"
+    )
+    p.add_argument(
+        "--liveness",
+        default="http://0.0.0.0:8080/healthz",
+        metavar="URL",
+        help="liveness probe endpoint served by kopf (default: %(default)s); '' disables",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9090,
+        help="port of the operator's Prometheus metrics (default: %(default)s; 0 disables)",
+    )
+    p.add_argument(
+        "--peering",
+        default="tokenfleet",
+        metavar="NAME",
+        help="kopf peering object used for leader election (default: %(default)s)",
+    )
+    p.add_argument(
+        "--standalone",
+        action="store_true",
+        help="no leader election: only for a single replica or local development",
+    )
+    p.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=600.0,
+        help="re-reconcile every LLMService this often even without events (default: 600)",
+    )
+    p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+
+
+def run(args: Any) -> int:
+    import kopf
+
+    from tokenfleet.controller.handlers import Credentials, Options, build_registry
+    from tokenfleet.controller.kube import KubeClient
+    from tokenfleet.controller.metrics import Metrics
+    from tokenfleet.controller.reconcile import Reconciler
+
+    kopf.configure(debug=args.verbose, verbose=args.verbose)
+    metrics = Metrics()
+    if args.metrics_port:
+        try:
+            metrics.serve(args.metrics_port)
+        except OSError as error:
+            print(
+                f"error: --metrics-port {args.metrics_port}: {error.strerror}; "
+                "pick a free port or pass 0 to disable",
+                file=sys.stderr,
+            )
+            return 2
+    credentials = Credentials()
+    reconciler = Reconciler(KubeClient(credentials.current), metrics)
+    registry = build_registry(reconciler, credentials, Options(resync_seconds=args.resync_seconds))
+    kopf.run(
+        registry=registry,
+        clusterwide=not args.namespace,
+        namespaces=args.namespace,
+        standalone=args.standalone,
+        peering_name=args.peering,
+        liveness_endpoint=args.liveness or None,
+    )
+    return 0

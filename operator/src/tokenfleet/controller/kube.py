@@ -1,0 +1,222 @@
+"""All Kubernetes API I/O of the controller, in one place.
+
+A small async client on httpx that reuses the credentials kopf resolved at login (so the
+operator authenticates once, the same way, with kubeconfig or the in-cluster service
+account), plus the four verbs the controller needs: server-side apply, get, merge-patch of
+status, and API discovery (cached with a TTL, because CRDs such as LeaderWorkerSet can be
+installed while the operator runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import httpx
+import kopf
+
+FIELD_MANAGER = "tokenfleet"
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml"  # JSON is valid YAML; kubectl sends JSON too
+MERGE_CONTENT_TYPE = "application/merge-patch+json"
+
+# kind -> plural. Static because the operator only ever writes these kinds; discovery is
+# used for "does this API exist", not for naming.
+PLURALS: dict[str, str] = {
+    "Deployment": "deployments",
+    "Service": "services",
+    "PodMonitor": "podmonitors",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "LeaderWorkerSet": "leaderworkersets",
+    "ConfigMap": "configmaps",
+    "LLMService": "llmservices",
+}
+
+# login(renew) -> credentials; renew=True after a 401 (e.g. a rotated service-account token).
+Login = Callable[[bool], Awaitable[kopf.ConnectionInfo]]
+
+
+class ApiError(Exception):
+    """A Kubernetes API failure, with the status code that decides retry vs. Degraded."""
+
+    def __init__(self, status: int, reason: str, message: str, what: str) -> None:
+        super().__init__(f"{what}: HTTP {status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def transient(self) -> bool:
+        # 409: a concurrent writer (retry reads the new state); 429: throttled; 5xx: the
+        # apiserver or a webhook is unwell. Other 4xx (400/403/422) will fail again as is.
+        return self.status in (409, 429) or self.status >= 500
+
+
+def plural_of(kind: str) -> str:
+    return PLURALS.get(kind) or kind.lower() + "s"
+
+
+def object_path(
+    api_version: str,
+    plural: str,
+    namespace: str | None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    parts = [base]
+    if namespace:
+        parts.append(f"namespaces/{namespace}")
+    parts.append(plural)
+    if name:
+        parts.append(name)
+    if subresource:
+        parts.append(subresource)
+    return "/".join(parts)
+
+
+def manifest_path(manifest: Mapping[str, Any]) -> str:
+    meta = manifest["metadata"]
+    return object_path(
+        manifest["apiVersion"], plural_of(manifest["kind"]), meta.get("namespace"), meta["name"]
+    )
+
+
+class KubeClient:
+    """One pooled HTTP connection set to the apiserver, shared by every reconcile."""
+
+    def __init__(self, login: Login, *, timeout: float = 30.0, discovery_ttl: float = 60.0):
+        self._login = login
+        self._timeout = timeout
+        self._client: httpx.AsyncClient | None = None
+        self._lock = asyncio.Lock()
+        self._discovery_ttl = discovery_ttl
+        self._discovery: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def _connect(self, *, renew: bool = False) -> httpx.AsyncClient:
+        async with self._lock:
+            if self._client is not None and not renew:
+                return self._client
+            if self._client is not None:
+                await self._client.aclose()
+            info = await self._login(renew)
+            verify: Any = False if info.insecure else info.as_ssl_context()
+            self._client = httpx.AsyncClient(
+                base_url=info.server,
+                verify=verify,
+                headers=info.as_http_headers(),
+                timeout=self._timeout,
+                trust_env=info.trust_env,
+                limits=httpx.Limits(max_connections=20, max_keepalive_connections=20),
+            )
+            return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        what: str = "",
+    ) -> dict[str, Any]:
+        content = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": content_type} if content is not None else {}
+        response: httpx.Response | None = None
+        for attempt in range(2):
+            # A 401 usually means a rotated service-account token: log in again once.
+            client = await self._connect(renew=attempt > 0)
+            try:
+                response = await client.request(
+                    method, path, params=params, content=content, headers=headers
+                )
+            except httpx.TransportError as error:
+                raise ApiError(503, type(error).__name__, str(error), what or path) from error
+            if response.status_code != 401:
+                break
+        assert response is not None
+        if response.status_code >= 400:
+            raise _api_error(response, what or f"{method} {path}")
+        return dict(response.json()) if response.content else {}
+
+    async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """Server-side apply: create or update to exactly these fields, owned by tokenfleet."""
+        meta = manifest["metadata"]
+        return await self.request(
+            "PATCH",
+            manifest_path(manifest),
+            params={"fieldManager": FIELD_MANAGER, "force": "true"},
+            body=manifest,
+            content_type=APPLY_CONTENT_TYPE,
+            what=f"apply {manifest['kind']} {meta.get('namespace')}/{meta['name']}",
+        )
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        try:
+            return await self.request(
+                "GET",
+                object_path(api_version, plural_of(kind), namespace, name),
+                what=f"get {kind} {namespace}/{name}",
+            )
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    async def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return await self.request(
+            "PATCH",
+            object_path(api_version, plural_of(kind), namespace, name, "status"),
+            body={"status": status},
+            content_type=MERGE_CONTENT_TYPE,
+            what=f"update status of {kind} {namespace}/{name}",
+        )
+
+    async def served_resources(self, group_version: str) -> frozenset[str]:
+        """Plural names served under `group/version` (empty if the API is not installed)."""
+        now = time.monotonic()
+        cached = self._discovery.get(group_version)
+        if cached is not None and now - cached[0] < self._discovery_ttl:
+            return cached[1]
+        try:
+            listing = await self.request(
+                "GET", f"/apis/{group_version}", what=f"discover {group_version}"
+            )
+            names = frozenset(
+                str(item.get("name", "")) for item in listing.get("resources", []) or []
+            )
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            names = frozenset()
+        self._discovery[group_version] = (now, names)
+        return names
+
+    async def has_resource(self, group_version: str, plural: str) -> bool:
+        return plural in await self.served_resources(group_version)
+
+
+def _api_error(response: httpx.Response, what: str) -> ApiError:
+    reason, message = response.reason_phrase, response.text[:500]
+    try:
+        payload = response.json()
+        if isinstance(payload, dict):
+            reason = str(payload.get("reason") or reason)
+            message = str(payload.get("message") or message)
+    except ValueError:
+        pass
+    return ApiError(response.status_code, reason, message, what)

@@ -1,0 +1,355 @@
+"""One reconcile of one LLMService: read -> plan -> render -> preconditions -> apply -> status.
+
+Everything that can refuse (a bad spec, a failed plan, a missing CRD, a render error) is
+decided before the first write, so a refused LLMService never leaves half a workload
+behind. Kubernetes I/O goes through `kube.KubeClient`; conditions come from `status`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from tokenfleet.controller import status as st
+from tokenfleet.controller.kube import ApiError, KubeClient
+from tokenfleet.controller.metrics import Metrics
+
+GROUP, VERSION, PLURAL, KIND = "tokenfleet.dev", "v1alpha1", "llmservices", "LLMService"
+API_VERSION = f"{GROUP}/{VERSION}"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "tokenfleet"}
+INSTANCE_LABEL = "tokenfleet.dev/llmservice"
+LWS_API, LWS_PLURAL = "leaderworkerset.x-k8s.io/v1", "leaderworkersets"
+MONITORING_API, MONITORING_PLURAL = "monitoring.coreos.com/v1", "podmonitors"
+LWS_INSTALL = (
+    "install LeaderWorkerSet (kubectl apply --server-side -f "
+    "https://github.com/kubernetes-sigs/lws/releases/latest/download/manifests.yaml)"
+)
+WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
+
+
+class Refused(Exception):
+    """A reason not to apply anything: becomes the Degraded condition."""
+
+    def __init__(self, reason: str, message: str, planned: st.Condition | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.planned = planned  # the Planned condition, when planning got that far
+
+
+@dataclass
+class Pipeline:
+    """The pure steps, injectable so tests can swap one without patching modules."""
+
+    parse: Callable[[Mapping[str, Any]], Any]
+    to_plan_request: Callable[..., Any]
+    plan: Callable[[Any], Any]
+    render: Callable[..., list[dict[str, Any]]]
+
+    @classmethod
+    def default(cls) -> Pipeline:
+        from tokenfleet import api, capacity, render
+
+        return cls(api.parse_llmservice, api.to_plan_request, capacity.plan, render.all)  # type: ignore[attr-defined]
+
+
+@dataclass
+class Reconciler:
+    kube: KubeClient
+    metrics: Metrics
+    pipeline: Pipeline = field(default_factory=Pipeline.default)
+    # resourceVersion we last wrote per owned object: events carrying it are our own echo.
+    written: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    _owned_keys: dict[tuple[str, str], set[tuple[str, str, str]]] = field(default_factory=dict)
+    _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+
+    def lock(self, namespace: str, name: str) -> asyncio.Lock:
+        return self._locks.setdefault((namespace, name), asyncio.Lock())
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._locks.pop((namespace, name), None)
+        for key in self._owned_keys.pop((namespace, name), set()):
+            self.written.pop(key, None)
+
+    def is_own_echo(self, kind: str, namespace: str, name: str, resource_version: str) -> bool:
+        return self.written.get((kind, namespace, name)) == resource_version
+
+    async def reconcile(
+        self, body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]
+    ) -> dict[str, Any]:
+        """Reconcile and write status. Raises kopf.TemporaryError on retryable API errors."""
+        meta = body.get("metadata", {})
+        async with self.lock(meta.get("namespace", ""), meta.get("name", "")):
+            started = time.perf_counter()
+            try:
+                new_status, result = await self._reconcile(body, logger)
+            except ApiError as error:
+                if not error.transient:
+                    raise
+                self.metrics.reconciles.labels("retry").inc()
+                self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
+                raise kopf.TemporaryError(str(error), delay=5) from error
+            finally:
+                self.metrics.reconcile_duration.observe(time.perf_counter() - started)
+            self.metrics.reconciles.labels(result).inc()
+            return new_status
+
+    async def _reconcile(
+        self, body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]
+    ) -> tuple[dict[str, Any], str]:
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        previous = dict(body.get("status") or {})
+        generation = int(meta.get("generation") or 0)
+        corrected: list[str] = []
+        try:
+            observed = await self._apply(body, logger, corrected)
+            result = "applied"
+        except Refused as refused:
+            observed = st.Observed(
+                generation=generation,
+                degraded=st.Condition("Degraded", True, refused.reason, refused.message),
+                planned=refused.planned,
+            )
+            result = "degraded"
+        except ApiError as error:
+            if error.transient:
+                raise
+            # 4xx (422 invalid, 403 forbidden...): retrying will not help; tell the user.
+            self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
+            observed = st.Observed(
+                generation=generation,
+                degraded=st.Condition("Degraded", True, "ApplyFailed", str(error)),
+            )
+            result = "degraded"
+        new_status = st.build_status(previous, observed)
+        self._record_scale(previous, new_status)
+        if not st.is_noop(previous, new_status):
+            await self.kube.patch_status(API_VERSION, KIND, namespace, name, new_status)
+        self._post_events(body, previous, new_status, generation)
+        if corrected and previous.get("observedGeneration") == generation:
+            # Same spec, yet our apply changed objects: someone edited or deleted them.
+            kopf.info(
+                _ref(body), reason="DriftCorrected", message="re-applied " + ", ".join(corrected)
+            )
+        return new_status, result
+
+    async def _apply(
+        self,
+        body: Mapping[str, Any],
+        logger: logging.Logger | logging.LoggerAdapter[Any],
+        corrected: list[str],
+    ) -> st.Observed:
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        generation = int(meta.get("generation") or 0)
+        steps = self.pipeline
+        try:
+            service = steps.parse(body)
+        except Exception as error:  # any parse failure is the user's spec, not our crash
+            raise Refused("InvalidSpec", _one_line(error)) from error
+        config = await self._model_config(config_map_ref(service), namespace)
+        try:
+            request = steps.to_plan_request(service, config)
+            plan = steps.plan(request)
+        except Exception as error:
+            self.metrics.plans.labels("failed").inc()
+            message = _one_line(error)
+            failed = st.Condition("Planned", False, "PlanFailed", message)
+            raise Refused("PlanFailed", message, failed) from error
+        self.metrics.plans.labels("ok").inc()
+        planned = st.Condition("Planned", True, "PlanComputed", str(getattr(plan, "reason", "")))
+
+        lws = await self.kube.has_resource(LWS_API, LWS_PLURAL)
+        monitoring = await self.kube.has_resource(MONITORING_API, MONITORING_PLURAL)
+        if int(getattr(plan, "nodes_per_replica", 1)) > 1 and not lws:
+            raise Refused(
+                "LeaderWorkerSetMissing",
+                f"the plan needs {plan.nodes_per_replica} nodes per replica, which runs as a "
+                f"LeaderWorkerSet, but its API ({LWS_API}) is not served: {LWS_INSTALL}",
+                planned,
+            )
+        try:
+            manifests = steps.render(
+                service, plan, monitoring_available=monitoring, lws_available=lws
+            )
+        except Exception as error:
+            raise Refused("RenderFailed", _one_line(error), planned) from error
+        if not lws and any(m.get("kind") == "LeaderWorkerSet" for m in manifests):
+            raise Refused("LeaderWorkerSetMissing", LWS_INSTALL, planned)
+
+        owned = [own(m, body) for m in manifests]
+        applied: list[dict[str, Any]] = []
+        for manifest in owned:
+            key = (manifest["kind"], namespace, manifest["metadata"]["name"])
+            before = self.written.get(key)
+            result = await self.kube.apply(manifest)
+            self._remember((namespace, name), result)
+            if before is not None and before != result["metadata"].get("resourceVersion"):
+                corrected.append(f"{key[0]}/{key[2]}")
+            applied.append(result)
+        logger.debug("applied %d manifests for %s/%s", len(applied), namespace, name)
+        return _observe(applied, generation, planned, plan, namespace)
+
+    async def _model_config(
+        self, ref: tuple[str, str] | None, namespace: str
+    ) -> dict[str, Any] | None:
+        """A model config.json kept in a ConfigMap, when the spec points to one."""
+        if ref is None:
+            return None
+        cm_name, key = ref
+        cm = await self.kube.get("v1", "ConfigMap", namespace, cm_name)
+        if cm is None:
+            raise Refused(
+                "ConfigMapNotFound",
+                f"spec.model.configMapRef.name: ConfigMap {namespace}/{cm_name} does not exist; "
+                "create it with the model's config.json or fix the name",
+            )
+        raw = (cm.get("data") or {}).get(key)
+        if raw is None:
+            raise Refused(
+                "ConfigMapKeyMissing",
+                f"spec.model.configMapRef.key: ConfigMap {namespace}/{cm_name} has no key "
+                f"{key!r}; keys are {sorted(cm.get('data') or {})}",
+            )
+        try:
+            config = json.loads(raw)
+        except ValueError as error:
+            raise Refused(
+                "ConfigMapInvalid",
+                f"ConfigMap {namespace}/{cm_name} key {key!r} is not JSON ({error}); "
+                "put the model's config.json there verbatim",
+            ) from error
+        if not isinstance(config, dict):
+            raise Refused("ConfigMapInvalid", f"ConfigMap {cm_name} key {key!r}: not an object")
+        return config
+
+    def _remember(self, owner: tuple[str, str], obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(obj.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
+        if meta.get("resourceVersion"):
+            self.written[key] = str(meta["resourceVersion"])
+            self._owned_keys.setdefault(owner, set()).add(key)
+
+    def _record_scale(self, previous: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        old, now = previous.get("replicas"), new.get("replicas")
+        if isinstance(old, int) and isinstance(now, int) and old != now:
+            self.metrics.scale_events.labels("up" if now > old else "down").inc()
+
+    def _post_events(
+        self, body: Mapping[str, Any], previous: Mapping[str, Any], new: Mapping[str, Any], gen: int
+    ) -> None:
+        flipped = st.transitions(previous.get("conditions") or [], new["conditions"])
+        for cond in flipped:
+            kind, status = cond["type"], cond["status"]
+            if kind == "Planned" and status == "True":
+                kopf.info(_ref(body), reason="Planned", message=cond["message"][:1000])
+            elif kind == "Degraded" and status == "True":
+                kopf.warn(_ref(body), reason="Degraded", message=cond["message"][:1000])
+            elif kind == "Ready" and status == "True":
+                kopf.info(_ref(body), reason="Ready", message=cond["message"])
+        if new.get("phase") != "Degraded" and previous.get("observedGeneration") != gen:
+            kopf.info(_ref(body), reason="Applied", message=f"generation {gen} applied")
+
+
+def own(manifest: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the manifest owned by the LLMService (deletion cascades) and labelled as ours."""
+    result = json.loads(json.dumps(manifest))  # deep copy of plain JSON data
+    meta = result.setdefault("metadata", {})
+    owner_meta = owner["metadata"]
+    meta.setdefault("namespace", owner_meta["namespace"])
+    labels = meta.setdefault("labels", {})
+    labels.update(MANAGED_BY)
+    labels.setdefault(INSTANCE_LABEL, owner_meta["name"])
+    meta["ownerReferences"] = [
+        {
+            "apiVersion": owner.get("apiVersion", API_VERSION),
+            "kind": owner.get("kind", KIND),
+            "name": owner_meta["name"],
+            "uid": owner_meta["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    result.pop("status", None)  # status belongs to the object's controller, never applied
+    return dict(result)
+
+
+def config_map_ref(service: Any) -> tuple[str, str] | None:
+    """(name, key) of spec.model.configMapRef, unless an inline spec.model.config wins."""
+    model = getattr(getattr(service, "spec", None), "model", None)
+    ref = getattr(model, "config_map_ref", None)
+    if ref is None or getattr(model, "config", None) is not None:
+        return None
+    return str(ref.name), str(ref.key or "config.json")
+
+
+def _observe(
+    applied: Sequence[Mapping[str, Any]],
+    generation: int,
+    planned: st.Condition,
+    plan: Any,
+    namespace: str,
+) -> st.Observed:
+    workload = next((o for o in applied if o.get("kind") in WORKLOAD_KINDS), None)
+    service = next((o for o in applied if o.get("kind") == "Service"), None)
+    replicas = ready = None
+    selector = None
+    if workload is not None:
+        replicas = int((workload.get("spec") or {}).get("replicas", 1))
+        ready = int((workload.get("status") or {}).get("readyReplicas") or 0)
+        selector = _selector(workload)
+    endpoint = None
+    if service is not None:
+        ports = (service.get("spec") or {}).get("ports") or [{}]
+        port = ports[0].get("port", 80)
+        endpoint = f"http://{service['metadata']['name']}.{namespace}.svc.cluster.local:{port}/v1"
+    return st.Observed(
+        generation=generation,
+        planned=planned,
+        plan_summary=plan_summary(plan),
+        replicas=replicas,
+        ready_replicas=ready,
+        selector=selector,
+        endpoint=endpoint,
+    )
+
+
+def _selector(workload: Mapping[str, Any]) -> str | None:
+    labels = ((workload.get("spec") or {}).get("selector") or {}).get("matchLabels")
+    if workload.get("kind") == "LeaderWorkerSet":
+        hpa = (workload.get("status") or {}).get("hpaPodSelector")
+        if hpa:
+            return str(hpa)
+        meta_labels = (workload.get("metadata") or {}).get("labels") or {}
+        labels = {k: v for k, v in meta_labels.items() if k == INSTANCE_LABEL}
+    if not labels:
+        return None
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def plan_summary(plan: Any) -> dict[str, Any]:
+    """status.plan: the API's PlanStatus view of the plan (camelCase, unset fields omitted)."""
+    from tokenfleet.api import PlanStatus
+
+    try:
+        return PlanStatus.from_plan(plan).to_dict()
+    except (AttributeError, TypeError):  # a partial plan (tests' stand-ins): best effort
+        return {}
+
+
+def _ref(body: Mapping[str, Any]) -> Any:
+    """kopf's event posting takes any body-like mapping (it reads apiVersion/kind/metadata)."""
+    return body
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text[:1000]
