@@ -1,0 +1,101 @@
+"""Every way plan() refuses, each with the field, the value and a fix in one line."""
+
+import pytest
+
+from tokenfleet.capacity import (
+    PlanError,
+    PlanRequest,
+    architecture_from_config,
+    get_gpu,
+    load_model,
+    plan,
+)
+
+LLAMA_8B = load_model("meta-llama/Llama-3.1-8B")
+
+
+def _req(**kw):
+    base = dict(arch=LLAMA_8B, gpu=get_gpu("h100-sxm"))
+    return PlanRequest(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    "make,field,fragment",
+    [
+        (lambda: _req(tensor_parallel_size=3), "tp", "does not divide the 32 attention heads"),
+        (lambda: _req(tensor_parallel_size=16), "tp", "exceeds the 8 GPUs of one node"),
+        (lambda: _req(tensor_parallel_size=4, max_gpus_per_node=2), "tp", "exceeds the 2 GPUs"),
+        (lambda: _req(pipeline_parallel_size=99), "pp", "must be 1..32"),
+        (lambda: _req(memory_fraction=1.5), "gpu-memory-utilization", "between 0.05 and 0.99"),
+        (lambda: _req(engine="sglang", memory_fraction=0.01), "mem-fraction-static", "between"),
+        (lambda: _req(max_model_len=1024), "max-model-len", "shorter than input + output"),
+        (lambda: _req(concurrency=0), "concurrency", "positive"),
+        (lambda: _req(ttft_slo_ms=0), "ttft-slo-ms", "positive"),
+        (lambda: _req(kv_cache_dtype="int3"), "kv-cache-dtype", "unknown KV cache dtype"),
+        (lambda: _req(quantization="q2_k"), "quantization", "unknown quantization"),
+        (lambda: _req(dtype="float8"), "dtype", "unknown dtype"),
+        (lambda: _req(engine_version="0.6.3"), "engine-version", "not modelled"),
+        (lambda: _req(engine_version="latest"), "engine-version", "not a version"),
+        (lambda: _req(engine="tgi"), "engine", "use vllm or sglang"),
+        # Does not fit anywhere: the message shows the weights against the budget.
+        (
+            lambda: _req(arch=load_model("meta-llama/Llama-3.1-405B"), gpu=get_gpu("l4")),
+            "model",
+            "GiB weights",
+        ),
+        # Fits only with more GPUs than the fixed TP x PP allows.
+        (
+            lambda: _req(
+                arch=load_model("meta-llama/Llama-3.1-70B"),
+                tensor_parallel_size=1,
+                pipeline_parallel_size=1,
+            ),
+            "tp",
+            "does not fit",
+        ),
+    ],
+)
+def test_plan_rejects(make, field, fragment):
+    with pytest.raises(PlanError) as err:
+        plan(make())
+    assert err.value.field == field
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_model_lists_closest_catalog_ids():
+    with pytest.raises(PlanError) as err:
+        load_model("meta-llama/Llama-3.1-8B-Instruct-typo")
+    assert err.value.field == "model"
+    assert "meta-llama/Llama-3.1-8B" in str(err.value)
+    assert "config.json" in err.value.fix
+
+
+def test_unknown_gpu_suggests_ids():
+    with pytest.raises(PlanError, match="did you mean h100-sxm"):
+        get_gpu("h100sxm")
+
+
+def test_config_missing_a_field_names_it():
+    config = {"hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 32000,
+              "intermediate_size": 11008, "max_position_embeddings": 4096}  # fmt: skip
+    with pytest.raises(PlanError) as err:
+        architecture_from_config(config, "my-model")
+    assert "num_attention_heads" in str(err.value)
+
+
+def test_config_with_a_bad_value_names_it():
+    config = {"hidden_size": 4096, "num_hidden_layers": -1, "num_attention_heads": 32,
+              "vocab_size": 32000, "intermediate_size": 11008,
+              "max_position_embeddings": 4096}  # fmt: skip
+    with pytest.raises(PlanError, match=r"num_hidden_layers.*positive integer"):
+        architecture_from_config(config, "my-model")
+
+
+def test_config_path_errors(tmp_path):
+    with pytest.raises(PlanError, match="no such config file"):
+        load_model(str(tmp_path / "missing.json"))
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(PlanError, match="not valid JSON"):
+        load_model(str(bad))
