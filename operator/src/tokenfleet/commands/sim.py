@@ -1,0 +1,66 @@
+"""`tokenfleet sim`: an OpenAI-compatible server that behaves like vLLM / SGLang under load.
+
+The capacity model sizes the replica (KV cache tokens, max-num-seqs, batched tokens,
+max-model-len) exactly as `tokenfleet plan` would, and its step model times every engine
+step. Flags named like the engines' (--max-num-seqs, --max-num-batched-tokens) override the
+plan; --kv-cache-tokens overrides the KV size (to provoke queueing or preemption on purpose).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tokenfleet.capacity import GPUS
+
+DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000}
+
+
+def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
+    p.add_argument(
+        "--model", required=True, help="catalog id (tokenfleet models) or config.json path"
+    )
+    p.add_argument("--gpu", required=True, help=f"GPU type: {', '.join(GPUS)}")
+    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm")
+    p.add_argument("--engine-version", help="engine version to model (default: the planner's)")
+    p.add_argument("--tp", type=int, help="tensor-parallel size (default: the planner's)")
+    p.add_argument("--max-model-len", type=int)
+    p.add_argument("--max-num-seqs", type=int, help="override the planned max running requests")
+    p.add_argument("--max-num-batched-tokens", type=int, help="override the planned step budget")
+    p.add_argument("--kv-cache-tokens", type=int, help="override the planned KV cache size")
+    p.add_argument("--served-model-name", help="name in /v1/models (default: --model)")
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--port", type=int, help="default: 8000 (vllm) / 30000 (sglang)")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="run this many times faster than real time (metrics stay in simulated seconds)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated text")
+    p.add_argument(
+        "--default-max-tokens",
+        type=int,
+        default=256,
+        help="output length of chat requests that set no max_tokens (the sim never emits EOS)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from tokenfleet.sim.setup import settings_from_args
+
+    settings, timer, summary = settings_from_args(args)
+    print(summary, file=sys.stderr, flush=True)
+    from tokenfleet.sim.server import build_app
+
+    port = args.port or DEFAULT_PORTS[args.engine]
+    web.run_app(
+        build_app(settings, timer),
+        host=args.host,
+        port=port,
+        print=lambda msg: print(msg, file=sys.stderr, flush=True),
+        access_log=None,
+    )
+    return 0

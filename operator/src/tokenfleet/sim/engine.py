@@ -1,0 +1,116 @@
+"""Drives the pure scheduler in (scaled) real time on the asyncio loop.
+
+Virtual time runs `time_scale` times faster than the loop's clock. One task loops: schedule
+a step at the current virtual time, sleep until the step's end maps to real time, complete
+it, wake the requests that got a token. If the loop falls behind (a busy process), the lag
+is NOT charged to the simulated engine: the virtual clock is rebased to the step's end, so
+reported latencies are the capacity model's, not this process's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+
+from tokenfleet.sim.metrics import EngineMetrics
+from tokenfleet.sim.scheduler import Scheduler, SimRequest
+
+log = logging.getLogger("tokenfleet.sim")
+
+
+class Handle:
+    """What a request handler waits on: new tokens or the end of its request."""
+
+    __slots__ = ("event", "every_token", "request")
+
+    def __init__(self, request: SimRequest, every_token: bool) -> None:
+        self.request = request
+        self.every_token = every_token  # False: wake only when the request finishes
+        self.event = asyncio.Event()
+
+    async def wait(self, delivered: int) -> int:
+        """Wait until more than `delivered` tokens exist (or the request finished);
+        return the number of tokens generated so far."""
+        while self.request.output_tokens <= delivered and not self.request.finished:
+            self.event.clear()
+            await self.event.wait()
+        return self.request.output_tokens
+
+
+class SimEngine:
+    def __init__(self, scheduler: Scheduler, metrics: EngineMetrics, time_scale: float) -> None:
+        if time_scale <= 0:
+            raise ValueError(f"time_scale={time_scale}: must be > 0")
+        self.scheduler = scheduler
+        self.metrics = metrics
+        self.time_scale = time_scale
+        self._loop = asyncio.get_running_loop()
+        self._real_base = self._loop.time()
+        self._virtual_base = 0.0
+        self._last_arrival = 0.0
+        self._handles: dict[SimRequest, Handle] = {}
+        self._work = asyncio.Event()
+        self._ids = itertools.count()
+        self._task: asyncio.Task[None] | None = None
+        self.steps = 0
+
+    def now(self) -> float:
+        """Current virtual (simulated) time in seconds."""
+        return self._virtual_base + (self._loop.time() - self._real_base) * self.time_scale
+
+    def next_index(self) -> int:
+        return next(self._ids)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="tokenfleet-sim-engine")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def submit(self, request: SimRequest) -> Handle:
+        request.arrival = self._last_arrival = self.now()
+        self.scheduler.add(request)
+        handle = Handle(request, every_token=request.stream)
+        self._handles[request] = handle
+        self.metrics.on_queue_change(self.scheduler)
+        self._work.set()
+        return handle
+
+    def abort(self, request: SimRequest) -> None:
+        """The client went away: free its KV now, as vLLM does on disconnect."""
+        self._handles.pop(request, None)
+        if not request.finished:
+            self.scheduler.abort(request)
+            self.metrics.on_abort(request)
+            self.metrics.on_queue_change(self.scheduler)
+
+    def release(self, request: SimRequest) -> None:
+        self._handles.pop(request, None)
+
+    async def _run(self) -> None:
+        scheduler = self.scheduler
+        while True:
+            step = scheduler.schedule(self.now())
+            if step is None:
+                self._work.clear()
+                await self._work.wait()
+                continue
+            delay = (step.end - self.now()) / self.time_scale
+            await asyncio.sleep(max(delay, 0.0))
+            outcome = scheduler.complete(step)
+            self.steps += 1
+            self.metrics.on_step(step, outcome, scheduler)
+            # Rebase: never let this process's own lag count as engine time.
+            target = max(step.end, min(self._last_arrival, self.now()))
+            if self.now() > target:
+                self._virtual_base = target
+                self._real_base = self._loop.time()
+            for request in outcome.sampled:
+                handle = self._handles.get(request)
+                if handle is not None and (handle.every_token or request.finished):
+                    handle.event.set()

@@ -1,0 +1,162 @@
+"""The simulator's HTTP side (aiohttp): OpenAI endpoints, /health and /metrics.
+
+All engine behaviour lives in scheduler.py (pure) and engine.py (timing); this file only
+parses, waits on a request's Handle and writes JSON or SSE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from tokenfleet.sim.engine import Handle, SimEngine
+from tokenfleet.sim.metrics import metrics_for
+from tokenfleet.sim.protocol import (
+    CHAT_DEFAULT_MAX_TOKENS,
+    ApiError,
+    ParsedRequest,
+    ResponseBuilder,
+    bad_request,
+    models_body,
+    parse_request,
+)
+from tokenfleet.sim.scheduler import Scheduler, SchedulerConfig, SimRequest, StepTimer
+from tokenfleet.sim.tokens import Filler
+
+ENGINE_KEY = web.AppKey("engine", SimEngine)
+SETTINGS_KEY = web.AppKey("settings", "SimSettings")
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    served_model: str
+    engine: str  # "vllm" | "sglang"
+    config: SchedulerConfig
+    time_scale: float = 1.0
+    seed: int = 0
+    chat_default_max_tokens: int = CHAT_DEFAULT_MAX_TOKENS
+
+
+def build_app(settings: SimSettings, timer: StepTimer) -> web.Application:
+    app = web.Application(client_max_size=64 * 1024**2)
+    app[SETTINGS_KEY] = settings
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        metrics = metrics_for(settings.engine, settings.served_model, settings.config.max_model_len)
+        engine = SimEngine(Scheduler(settings.config, timer), metrics, settings.time_scale)
+        metrics.on_queue_change(engine.scheduler)
+        engine.start()
+        app[ENGINE_KEY] = engine
+        yield
+        await engine.stop()
+
+    app.cleanup_ctx.append(lifecycle)
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics_handler)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    return app
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+async def metrics_handler(request: web.Request) -> web.Response:
+    body = request.app[ENGINE_KEY].metrics.exposition()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def models(request: web.Request) -> web.Response:
+    s = request.app[SETTINGS_KEY]
+    return web.json_response(models_body(s.served_model, s.config.max_model_len, s.engine))
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, chat=False)
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, chat=True)
+
+
+async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
+    settings = request.app[SETTINGS_KEY]
+    engine = request.app[ENGINE_KEY]
+    try:
+        try:
+            body = json.loads(await request.read())
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise bad_request(f"JSON decode error: {error}") from None
+        parsed = parse_request(
+            body,
+            chat,
+            settings.served_model,
+            settings.config.max_model_len,
+            settings.chat_default_max_tokens,
+        )
+    except ApiError as error:
+        return web.json_response(error.body(settings.engine), status=error.status)
+
+    index = engine.next_index()
+    sim = SimRequest(f"req-{index}", parsed.prompt_tokens, parsed.max_tokens, 0.0, parsed.stream)
+    handle = engine.submit(sim)
+    builder = ResponseBuilder(parsed, index, settings.seed)
+    filler = Filler(settings.seed, index)
+    try:
+        if parsed.stream:
+            return await _stream(request, handle, builder, filler, parsed)
+        while not sim.finished:
+            await handle.wait(sim.output_tokens)
+        text = "".join(filler.next_word(i == 0) for i in range(sim.output_tokens))
+        return web.json_response(builder.full(text, sim.output_tokens, "length"))
+    except (asyncio.CancelledError, ConnectionResetError):
+        engine.abort(sim)
+        raise
+    finally:
+        engine.release(sim)
+
+
+def _sse(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def _stream(
+    request: web.Request,
+    handle: Handle,
+    builder: ResponseBuilder,
+    filler: Filler,
+    parsed: ParsedRequest,
+) -> web.StreamResponse:
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    sim = handle.request
+    if parsed.chat:
+        await response.write(_sse(builder.chunk(None, None, role=True)))
+    delivered = 0
+    while delivered < sim.output_tokens or not sim.finished:
+        available = await handle.wait(delivered)
+        # Everything produced since the last write goes out in one write (one syscall).
+        parts = []
+        for i in range(delivered, available):
+            last = sim.finished and i == available - 1
+            word = filler.next_word(i == 0)
+            parts.append(_sse(builder.chunk(word, "length" if last else None)))
+        delivered = available
+        if parts:
+            await response.write(b"".join(parts))
+    tail = b""
+    if parsed.include_usage:
+        tail += _sse(builder.usage_chunk(sim.output_tokens))
+    await response.write(tail + b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response

@@ -1,0 +1,72 @@
+"""From CLI-style options to a sized simulator: plan the replica, take its step model."""
+
+from __future__ import annotations
+
+import argparse
+
+from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
+from tokenfleet.capacity.performance import StepModel
+from tokenfleet.capacity.types import Plan
+from tokenfleet.sim.scheduler import SchedulerConfig
+from tokenfleet.sim.server import SimSettings
+
+
+def _positive(field: str, value: float | None) -> None:
+    if value is not None and value <= 0:
+        raise PlanError(field, value, "must be positive", f"pass {field} greater than 0")
+
+
+def plan_for(args: argparse.Namespace) -> Plan:
+    """The replica `tokenfleet plan` would size for the same options (concurrency 1)."""
+    for field in ("tp", "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
+        _positive("--" + field.replace("_", "-"), getattr(args, field, None))
+    return plan(
+        PlanRequest(
+            arch=load_model(args.model, "--model"),
+            gpu=get_gpu(args.gpu),
+            engine=args.engine,
+            engine_version=args.engine_version,
+            tensor_parallel_size=args.tp,
+            max_model_len=args.max_model_len,
+            max_num_seqs=getattr(args, "max_num_seqs", None),
+            max_num_batched_tokens=getattr(args, "max_num_batched_tokens", None),
+            concurrency=1,
+        )
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel, str]:
+    _positive("--time-scale", args.time_scale)
+    _positive("--kv-cache-tokens", args.kv_cache_tokens)
+    _positive("--default-max-tokens", args.default_max_tokens)
+    p = plan_for(args)
+    kv = args.kv_cache_tokens or p.kv_cache_tokens
+    if kv < p.max_model_len:
+        raise PlanError(
+            "--kv-cache-tokens",
+            kv,
+            f"is smaller than max-model-len {p.max_model_len}, so a full-length request could "
+            "never run",
+            "raise --kv-cache-tokens or lower --max-model-len",
+        )
+    config = SchedulerConfig(
+        kv_cache_tokens=kv,
+        max_num_seqs=p.max_num_seqs,
+        max_num_batched_tokens=p.max_num_batched_tokens,
+        max_model_len=p.max_model_len,
+    )
+    settings = SimSettings(
+        served_model=args.served_model_name or args.model,
+        engine=args.engine,
+        config=config,
+        time_scale=args.time_scale,
+        seed=args.seed,
+        chat_default_max_tokens=args.default_max_tokens,
+    )
+    summary = (
+        f"tokenfleet sim: {p.model} on {p.gpus_per_replica} x {p.gpu.id} as {p.engine} "
+        f"{p.engine_version} (TP {p.tensor_parallel_size}): kv_cache_tokens={kv} "
+        f"max_num_seqs={p.max_num_seqs} max_num_batched_tokens={p.max_num_batched_tokens} "
+        f"max_model_len={p.max_model_len} time_scale={args.time_scale}"
+    )
+    return settings, step_model(p), summary
