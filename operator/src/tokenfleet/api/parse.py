@@ -59,7 +59,8 @@ def spec_error(error: ValidationError) -> SpecError:
         first = first or (field, value, problem, fix)
         if isinstance((err.get("ctx") or {}).get("error"), RuleViolation):
             # A cross-field rule: the value is several fields, named in the detail.
-            lines.append(f"{field}: {problem} ({value}); {fix}")
+            detail = f" ({value})" if value != "-" else ""
+            lines.append(f"{field}: {problem}{detail}; {fix}")
         else:
             lines.append(f"{field}={value}: {problem}; {fix}")
     assert first is not None
