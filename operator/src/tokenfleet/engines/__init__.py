@@ -1,0 +1,80 @@
+"""The inference engines tokenfleet runs (vLLM, SGLang): command lines, ports, probes, metrics.
+
+Pure: no I/O. Every flag is checked against the engines' own argument parsers by
+tests/system/test_engine_parsers.py (needs `make engines`).
+
+Public names:
+- engine_args(plan, model_ref, served_name=None, extra_args=(), prefix_caching=None,
+  node=None) -> list[str]: what follows the program (model + flags), `extra_args` last.
+- engine_command(...same..., program=None) -> list[str]: the full container command.
+- engine_info(name) -> EngineInfo: port, health_path, metrics_path, metrics (MetricNames),
+  metrics_need_flag, workers_serve_http, dist_port.
+- NodeRole(nnodes, node_rank, leader_address): one node of a multi-node replica; rank and
+  address may be "$(LWS_WORKER_INDEX)" / "$(LWS_LEADER_ADDRESS)" (expanded by the kubelet).
+- ENGINES: {"vllm": INFO, "sglang": INFO}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.types import Plan
+from tokenfleet.engines import sglang, vllm
+from tokenfleet.engines.types import EngineInfo, MetricNames, NodeRole
+
+ENGINES: dict[str, EngineInfo] = {"vllm": vllm.INFO, "sglang": sglang.INFO}
+
+__all__ = [
+    "ENGINES",
+    "EngineInfo",
+    "MetricNames",
+    "NodeRole",
+    "engine_args",
+    "engine_command",
+    "engine_info",
+]
+
+
+def engine_info(name: str) -> EngineInfo:
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise PlanError("engine", name, "unknown engine", "use vllm or sglang") from None
+
+
+def engine_args(
+    plan: Plan,
+    model_ref: str,
+    served_name: str | None = None,
+    extra_args: Sequence[str] = (),
+    prefix_caching: bool | None = None,
+    node: NodeRole | None = None,
+) -> list[str]:
+    """The engine's arguments after its program name, for plan.engine."""
+    engine_info(plan.engine)
+    if plan.engine == "vllm":
+        return vllm.engine_args(plan, model_ref, served_name, extra_args, prefix_caching, node)
+    return sglang.engine_args(plan, model_ref, served_name, extra_args, prefix_caching, node)
+
+
+def engine_command(
+    plan: Plan,
+    model_ref: str,
+    served_name: str | None = None,
+    extra_args: Sequence[str] = (),
+    prefix_caching: bool | None = None,
+    node: NodeRole | None = None,
+    program: Sequence[str] | None = None,
+) -> list[str]:
+    """The full container command for plan.engine (program, model, flags, extras)."""
+    engine_info(plan.engine)
+    if plan.engine == "vllm":
+        return vllm.engine_command(
+            plan, model_ref, served_name, extra_args, prefix_caching, node,
+            program=vllm.PROGRAM if program is None else program,
+        )  # fmt: skip
+    return sglang.engine_command(
+        plan, model_ref, served_name, extra_args, prefix_caching, node,
+        program=sglang.PROGRAM if program is None else program,
+    )  # fmt: skip

@@ -1,0 +1,123 @@
+"""SGLang: its command line, ports, probes and metric names.
+
+Flags are checked against SGLang's own parser (sglang.srt.server_args.ServerArgs
+.add_cli_args + from_cli_args) by tests/system/test_engine_parsers.py.
+
+Multi-node replicas: every node runs the same `launch_server` with `--nnodes`, `--node-rank`
+and `--dist-init-addr LEADER:PORT`; only rank 0 serves HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tokenfleet.capacity.types import Plan
+from tokenfleet.engines.common import engine_dtype, fmt_fraction, requested_quantization
+from tokenfleet.engines.types import EngineInfo, MetricNames, NodeRole
+
+PORT = 30000
+DIST_INIT_PORT = 5000  # the port the LWS SGLang example uses for --dist-init-addr
+PROGRAM: tuple[str, ...] = ("python3", "-m", "sglang.launch_server")
+
+METRICS = MetricNames(
+    ttft="sglang:time_to_first_token_seconds",
+    itl=("sglang:inter_token_latency_seconds",),
+    e2e="sglang:e2e_request_latency_seconds",
+    queue_time="sglang:queue_time_seconds",
+    running="sglang:num_running_reqs",
+    waiting="sglang:num_queue_reqs",
+    kv_usage=("sglang:token_usage",),
+    request_success="sglang:num_requests_total",
+    prompt_tokens="sglang:prompt_tokens_total",
+    generation_tokens="sglang:generation_tokens_total",
+    request_tpot=None,
+    ttft_buckets=(
+        0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+        200.0, 400.0,
+    ),
+    itl_buckets=(
+        0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08,
+        0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0,
+    ),
+)  # fmt: skip
+
+INFO = EngineInfo(
+    name="sglang",
+    port=PORT,
+    health_path="/health",
+    metrics_path="/metrics",
+    metrics=METRICS,
+    metrics_need_flag=True,
+    workers_serve_http=False,
+    dist_port=DIST_INIT_PORT,
+)
+
+# The planner speaks vLLM's names; SGLang spells the FP8 formats out ("fp8" in vLLM is E4M3).
+_KV_DTYPES = {
+    "fp8": "fp8_e4m3",
+    "fp8_e4m3fn": "fp8_e4m3",
+}
+
+
+def _kv_dtype(kv_cache_dtype: str) -> str:
+    return _KV_DTYPES.get(kv_cache_dtype, kv_cache_dtype)
+
+
+def engine_args(
+    plan: Plan,
+    model_ref: str,
+    served_name: str | None = None,
+    extra_args: Sequence[str] = (),
+    prefix_caching: bool | None = None,
+    node: NodeRole | None = None,
+    port: int = PORT,
+) -> list[str]:
+    """Everything after `python3 -m sglang.launch_server`; `extra_args` last so they win."""
+    args = [
+        "--model-path", model_ref,
+        "--host", "0.0.0.0",  # SGLang binds 127.0.0.1 by default: unreachable from the Service
+        "--port", str(port),
+        "--tp-size", str(plan.tensor_parallel_size),
+        "--pp-size", str(plan.pipeline_parallel_size),
+        "--mem-fraction-static", fmt_fraction(plan.memory_fraction),
+        "--context-length", str(plan.max_model_len),
+        "--max-running-requests", str(plan.max_num_seqs),
+        "--chunked-prefill-size", str(plan.max_num_batched_tokens),
+        "--enable-metrics",
+    ]  # fmt: skip
+    if plan.kv_cache_dtype not in ("", "auto"):
+        args += ["--kv-cache-dtype", _kv_dtype(plan.kv_cache_dtype)]
+    dtype = engine_dtype(plan.dtype)
+    if dtype is not None:
+        args += ["--dtype", dtype]
+    quantization = requested_quantization(plan)
+    if quantization is not None:
+        args += ["--quantization", quantization]
+    if served_name:
+        args += ["--served-model-name", served_name]
+    if prefix_caching is False:
+        # The radix (prefix) cache is on by default; there is no flag to turn it "on".
+        args.append("--disable-radix-cache")
+    if node is not None and node.nnodes > 1:
+        args += [
+            "--nnodes", str(node.nnodes),
+            "--node-rank", str(node.node_rank),
+            "--dist-init-addr", f"{node.leader_address}:{DIST_INIT_PORT}",
+        ]  # fmt: skip
+    args += list(extra_args)
+    return args
+
+
+def engine_command(
+    plan: Plan,
+    model_ref: str,
+    served_name: str | None = None,
+    extra_args: Sequence[str] = (),
+    prefix_caching: bool | None = None,
+    node: NodeRole | None = None,
+    port: int = PORT,
+    program: Sequence[str] = PROGRAM,
+) -> list[str]:
+    """The container command for one process (a single-node replica, or one node of many)."""
+    args = engine_args(plan, model_ref, served_name, extra_args, prefix_caching, node, port)
+    return [*program, *args]

@@ -1,0 +1,64 @@
+"""What the rest of tokenfleet needs to know about an inference engine, as plain records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MetricNames:
+    """Prometheus series an engine exports, by meaning.
+
+    Histogram names are base names (add `_bucket`, `_sum`, `_count`). Where an engine renamed
+    a series, the tuple lists every name, newest first, so queries can match old and new
+    engine versions at once (vLLM hides a deprecated name one minor release after
+    deprecating it and removes it the release after).
+    """
+
+    ttft: str
+    itl: tuple[str, ...]
+    e2e: str
+    queue_time: str
+    running: str
+    waiting: str
+    kv_usage: tuple[str, ...]
+    request_success: str
+    prompt_tokens: str
+    generation_tokens: str
+    request_tpot: str | None  # per-request time per output token, where the engine has it
+    ttft_buckets: tuple[float, ...]
+    itl_buckets: tuple[float, ...]
+    model_label: str = "model_name"
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """Ports, paths and metric names of one engine."""
+
+    name: str
+    port: int  # the OpenAI-compatible HTTP port the engine listens on
+    health_path: str
+    metrics_path: str
+    metrics: MetricNames
+    metrics_need_flag: bool  # SGLang exports nothing unless started with --enable-metrics
+    workers_serve_http: bool  # whether non-leader nodes of a multi-node replica answer HTTP
+    dist_port: int  # rendezvous port on the leader of a multi-node replica
+
+
+@dataclass(frozen=True)
+class NodeRole:
+    """Where one process sits in a replica that spans several nodes.
+
+    `node_rank` and `leader_address` may be Kubernetes `$(VAR)` references, e.g.
+    "$(LWS_WORKER_INDEX)" and "$(LWS_LEADER_ADDRESS)": the kubelet expands them in a
+    container's command and args from the env vars LeaderWorkerSet injects, so the same
+    template serves every worker.
+    """
+
+    nnodes: int
+    node_rank: int | str
+    leader_address: str
+
+    @property
+    def is_leader(self) -> bool:
+        return self.node_rank == 0 or self.node_rank == "0"

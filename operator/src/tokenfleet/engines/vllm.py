@@ -1,0 +1,143 @@
+"""vLLM: its command line, ports, probes and metric names.
+
+Flags are checked against vLLM's own parser (vllm.entrypoints.launchers.cli_args
+.make_arg_parser, the parser of `vllm serve`) by tests/system/test_engine_parsers.py.
+
+Multi-node replicas: vLLM from 0.12 starts one `vllm serve` per node with `--nnodes`,
+`--node-rank`, `--master-addr` (multiprocessing executor, no Ray; workers run `--headless`,
+without an API server). Older versions need a Ray cluster, started the way the
+LeaderWorkerSet vLLM example does it, with the script the vllm/vllm-openai image ships.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from tokenfleet.capacity.engine_profiles import parse_version
+from tokenfleet.capacity.types import Plan
+from tokenfleet.engines.common import engine_dtype, fmt_fraction, requested_quantization
+from tokenfleet.engines.types import EngineInfo, MetricNames, NodeRole
+
+PORT = 8000
+MASTER_PORT = 29501  # vLLM's default --master-port; passed explicitly so render can document it
+RAY_PORT = 6379
+PROGRAM: tuple[str, ...] = ("vllm", "serve")
+# First version whose `vllm serve` accepts --nnodes/--node-rank/--master-addr (PR #23691).
+NATIVE_MULTINODE_SINCE = (0, 12, 0)
+# The helper script of the vllm/vllm-openai image that the LWS vLLM example runs.
+RAY_SCRIPT = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
+
+METRICS = MetricNames(
+    ttft="vllm:time_to_first_token_seconds",
+    # Renamed in 0.11; the old name stays for older engines.
+    itl=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    e2e="vllm:e2e_request_latency_seconds",
+    queue_time="vllm:request_queue_time_seconds",
+    running="vllm:num_requests_running",
+    waiting="vllm:num_requests_waiting",
+    kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    request_success="vllm:request_success_total",
+    prompt_tokens="vllm:prompt_tokens_total",
+    generation_tokens="vllm:generation_tokens_total",
+    request_tpot="vllm:request_time_per_output_token_seconds",
+    ttft_buckets=(
+        0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+        7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+    ),
+    itl_buckets=(
+        0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+        10.0, 20.0, 40.0, 80.0,
+    ),
+)  # fmt: skip
+
+INFO = EngineInfo(
+    name="vllm",
+    port=PORT,
+    health_path="/health",
+    metrics_path="/metrics",
+    metrics=METRICS,
+    metrics_need_flag=False,
+    workers_serve_http=False,
+    dist_port=MASTER_PORT,
+)
+
+_KV_DTYPES = {"fp8_e4m3fn": "fp8_e4m3", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def native_multinode(plan: Plan) -> bool:
+    return parse_version(plan.engine_version) >= NATIVE_MULTINODE_SINCE
+
+
+def engine_args(
+    plan: Plan,
+    model_ref: str,
+    served_name: str | None = None,
+    extra_args: Sequence[str] = (),
+    prefix_caching: bool | None = None,
+    node: NodeRole | None = None,
+    port: int = PORT,
+) -> list[str]:
+    """Everything after `vllm serve`: the model, then flags; `extra_args` last so they win."""
+    args = [
+        model_ref,
+        "--port", str(port),
+        "--tensor-parallel-size", str(plan.tensor_parallel_size),
+        "--pipeline-parallel-size", str(plan.pipeline_parallel_size),
+        "--gpu-memory-utilization", fmt_fraction(plan.memory_fraction),
+        "--max-model-len", str(plan.max_model_len),
+        "--max-num-seqs", str(plan.max_num_seqs),
+        "--max-num-batched-tokens", str(plan.max_num_batched_tokens),
+    ]  # fmt: skip
+    if plan.kv_cache_dtype not in ("", "auto"):
+        args += ["--kv-cache-dtype", _KV_DTYPES.get(plan.kv_cache_dtype, plan.kv_cache_dtype)]
+    dtype = engine_dtype(plan.dtype)
+    if dtype is not None:
+        args += ["--dtype", dtype]
+    quantization = requested_quantization(plan)
+    if quantization is not None:
+        args += ["--quantization", quantization]
+    if served_name:
+        args += ["--served-model-name", served_name]
+    if prefix_caching is not None:
+        # V1 turns prefix caching on by default; only an explicit choice is passed.
+        args.append("--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching")
+    if node is not None and node.nnodes > 1:
+        if native_multinode(plan):
+            args += [
+                "--distributed-executor-backend", "mp",
+                "--nnodes", str(node.nnodes),
+                "--node-rank", str(node.node_rank),
+                "--master-addr", node.leader_address,
+                "--master-port", str(MASTER_PORT),
+            ]  # fmt: skip
+            if not node.is_leader:
+                args.append("--headless")  # engine ranks only; the leader serves the API
+        else:
+            args += ["--distributed-executor-backend", "ray"]
+    args += list(extra_args)
+    return args
+
+
+def engine_command(
+    plan: Plan,
+    model_ref: str,
+    served_name: str | None = None,
+    extra_args: Sequence[str] = (),
+    prefix_caching: bool | None = None,
+    node: NodeRole | None = None,
+    port: int = PORT,
+    program: Sequence[str] = PROGRAM,
+) -> list[str]:
+    """The container command for one process (a single-node replica, or one node of many)."""
+    args = engine_args(plan, model_ref, served_name, extra_args, prefix_caching, node, port)
+    if node is None or node.nnodes <= 1 or native_multinode(plan):
+        return [*program, *args]
+    # Ray (vLLM before 0.12): the leader starts the Ray head, waits for the group, then serves;
+    # workers join the head and block. $(VAR) references are expanded by the kubelet.
+    if node.is_leader:
+        serve = shlex.join([*program, *args])
+        script = f"bash {RAY_SCRIPT} leader --ray_cluster_size={node.nnodes}; exec {serve}"
+    else:
+        script = f"bash {RAY_SCRIPT} worker --ray_address={node.leader_address}"
+    return ["/bin/sh", "-c", script]
