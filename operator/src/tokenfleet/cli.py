@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("plan", "size a vLLM / SGLang deployment for a model on a GPU type"),
     "models": ("catalogs", "list the built-in model catalog"),
     "gpus": ("catalogs", "list the GPU catalog"),
+    "calibrate": ("calibrate", "compare the capacity model with the engine logs it is fitted to"),
     "sim": ("sim", "run an OpenAI-compatible vLLM / SGLang simulator driven by the capacity model"),
     "crd": ("crd", "write the LLMService CRD generated from the API models (--check: verify)"),
     "operator": ("operator", "run the Kubernetes operator that reconciles LLMServices"),

@@ -1,0 +1,26 @@
+"""`tokenfleet calibrate`: the capacity model against the engine logs it was fitted to."""
+
+from __future__ import annotations
+
+import argparse
+
+from tokenfleet.capacity.calibration import POINTS
+from tokenfleet.capacity.types import GIB
+
+
+def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
+    del p, name  # no options
+
+
+def run(args: argparse.Namespace) -> int:
+    print(f"{'engine':<15}{'model':<30}{'gpu':<11}{'TP':>3}{'printed':>11}{'predicted':>11}"
+          f"{'error':>8}{'KV GiB printed/predicted':>27}{'conc. printed/pred.':>21}")  # fmt: skip
+    for pt in POINTS:
+        p = pt.predict()
+        err = (p.kv_cache_tokens / pt.printed_tokens - 1) * 100
+        kv = f"{pt.printed_kv_gib or '-'} / {p.memory.kv_cache / GIB:.2f}"
+        conc = f"{pt.printed_concurrency or '-'} / {p.max_concurrency:.2f}"
+        engine = f"{pt.engine} {pt.version}"
+        print(f"{engine:<15}{pt.model:<30}{pt.gpu:<11}{pt.tp:>3}{pt.printed_tokens:>11,}"
+              f"{p.kv_cache_tokens:>11,}{err:>+7.2f}%{kv:>27}{conc:>21}")  # fmt: skip
+    return 0
