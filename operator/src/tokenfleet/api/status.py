@@ -150,13 +150,13 @@ class LLMServiceStatus(StatusModel):
         """Add or update a condition; lastTransitionTime moves only when status changes.
         Returns True when anything changed."""
         old = self.condition(type_)
-        moved = old is None or old.status != status
+        stamp = old.last_transition_time if old and old.status == status else None
         new = Condition(
             type=type_,
             status=status,
             reason=reason,
             message=message,
-            last_transition_time=(now or now_rfc3339()) if moved else old.last_transition_time,
+            last_transition_time=stamp or now or now_rfc3339(),
             observed_generation=observed_generation,
         )
         if old == new:
