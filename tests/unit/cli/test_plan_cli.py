@@ -51,7 +51,7 @@ def test_yaml_and_table_outputs(capsys):
     assert "tensorParallelSize: 1" in capsys.readouterr().out
     assert main(["plan", "--model", "openai/gpt-oss-120b", "--gpu", "h100-sxm"]) == 0
     table = capsys.readouterr().out
-    for label in ("layout", "why", "KV cache", "TTFT", "TPOT", "goodput", "engine args"):
+    for label in ("layout", "why", "KV cache", "TTFT", "TPOT", "goodput", "command"):
         assert label in table
 
 

@@ -23,6 +23,7 @@ EFFICIENCY: dict[str, float] = {
     "prefill_compute": 0.55,  # fraction of dense peak TFLOPS a prefill reaches
     "decode_compute": 0.40,  # fraction of peak once decode batches become compute-bound
     "decode_bandwidth": 0.75,  # fraction of HBM bandwidth a decode step reaches
+    "moe_compute_scale": 0.5,  # grouped-GEMM expert kernels reach about half the dense MFU
     "step_overhead_s": 0.0012,  # scheduler + kernel launch per step (with CUDA graphs)
     "allreduce_latency_s": 8e-6,  # per all-reduce on NVLink; x4 on PCIe
     "pp_hop_latency_s": 30e-6,  # activation hand-off between pipeline stages
@@ -51,9 +52,10 @@ class StepModel:
     hidden: int
     layers: int
     pcie: bool
+    compute_scale: float = 1.0
 
     def _compute_s(self, flops: float, efficiency: float) -> float:
-        return flops / (self.tflops * 1e12 * efficiency)
+        return flops / (self.tflops * 1e12 * efficiency * self.compute_scale)
 
     def _weights_read(self, tokens: int) -> float:
         if not self.moe_layers:
@@ -158,6 +160,7 @@ def build_step_model(
         hidden=arch.hidden,
         layers=arch.layers,
         pcie=gpu.interconnect.startswith("PCIe"),
+        compute_scale=EFFICIENCY["moe_compute_scale"] if arch.moe else 1.0,
     )
 
 

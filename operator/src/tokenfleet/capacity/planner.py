@@ -31,7 +31,13 @@ from tokenfleet.capacity.memory import (
     cuda_graph_bytes,
     evaluate,
 )
-from tokenfleet.capacity.performance import StepModel, Workload, build_step_model, predict
+from tokenfleet.capacity.performance import (
+    StepModel,
+    Workload,
+    build_step_model,
+    latency_at,
+    predict,
+)
 from tokenfleet.capacity.quantization import WeightFormat, weight_format
 from tokenfleet.capacity.types import GIB, Plan, PlanRequest
 
@@ -217,8 +223,8 @@ def _choose(ctx: _Context, layouts: list[Layout]) -> tuple[Evaluation, int, str,
     elif meeting:
         chosen = meeting[0]
         why = (
-            f"fewest GPUs whose KV cache ({chosen.kv_tokens:,} tokens) holds {req.concurrency} "
-            f"concurrent {request_tokens}-token requests"
+            f"fewest GPUs whose KV cache holds {req.concurrency} concurrent "
+            f"{request_tokens}-token requests"
         )
         smaller = [ev for ev in evaluated if _gpus(ev) < _gpus(chosen)]
         if smaller:
@@ -363,10 +369,11 @@ def plan(req: PlanRequest) -> Plan:
         req.tpot_slo_ms / 1e3,
     )
     if prediction.goodput_concurrency == 0:
+        ttft_1, tpot_1 = latency_at(step, _workload(ctx), 1)
         warnings.append(
-            f"even one request misses the SLO (predicted TTFT {prediction.ttft_ms:.0f} ms, TPOT "
-            f"{prediction.tpot_ms:.1f} ms at concurrency {req.concurrency}); relax the SLO, use "
-            "--objective latency or a faster GPU"
+            f"even a single request misses the SLO (predicted TTFT {ttft_1 * 1e3:.0f} ms, TPOT "
+            f"{tpot_1 * 1e3:.1f} ms vs {req.ttft_slo_ms:g} / {req.tpot_slo_ms:g} ms); relax the "
+            "SLO, shorten prompts, or use more TP (--objective latency) or a faster GPU"
         )
     params = req.arch.params
     return Plan(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -104,10 +105,11 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
 
 
 def plan_document(p: Plan, model_ref: str) -> dict[str, Any]:
-    from tokenfleet.engines import engine_args
+    from tokenfleet.engines import engine_args, engine_command
 
     doc = p.as_dict()
     doc["engineArgs"] = engine_args(p, model_ref)
+    doc["engineCommand"] = engine_command(p, model_ref)
     return doc
 
 
@@ -174,7 +176,7 @@ def render_table(p: Plan, doc: dict[str, Any]) -> str:
         f"    cost               {pr.cost_per_million_output_tokens:8.2f} $ per 1M output tokens "
         f"at ${p.gpu.price_per_hour:.2f}/GPU-hour",
         "",
-        "  engine args   " + " ".join(doc["engineArgs"]),
+        "  command       " + shlex.join(doc["engineCommand"]),
     ]
     if p.warnings:
         lines += ["", "  warnings"] + [f"    - {w}" for w in p.warnings]
