@@ -1,0 +1,172 @@
+"""`tokenfleet bench` against `tokenfleet sim`: the client's numbers agree with the
+simulator's own /metrics (request and token counts exactly, mean TTFT within tolerance).
+
+The simulator runs `--time-scale` times faster than real time and reports its histograms in
+simulated seconds, so a TTFT the client measures in real seconds is multiplied by the scale
+before comparing. The client's TTFT also contains HTTP and event-loop time the simulator
+does not count, which bounds the comparison from one side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tokenfleet.cli import main
+
+pytestmark = pytest.mark.system
+
+MODEL = "meta-llama/Llama-3.1-8B"
+GPU = "l4"
+# Real time here: the client's own overhead (HTTP, JSON, a 2-core box shared with other
+# test processes: 10-30 ms measured under load) would be multiplied by a larger scale.
+TIME_SCALE = 1.0
+# Real seconds of client-side overhead allowed per request.
+CLIENT_OVERHEAD_S = 0.050
+
+
+@dataclass
+class SimProcess:
+    """A `tokenfleet sim` subprocess on a loopback port."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+    time_scale: float
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def metrics(self) -> dict[str, float]:
+        """Sample name + sorted labels -> value, from the simulator's /metrics."""
+        text = httpx.get(f"{self.base_url}/metrics", timeout=10, trust_env=False).text
+        out: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+                out[f"{s.name}{{{labels}}}"] = s.value
+        return out
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running_sim(workdir: Path, time_scale: float = TIME_SCALE) -> Iterator[SimProcess]:
+    """Start `tokenfleet sim` (the real CLI, as a subprocess) and wait for /health."""
+    port = _free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / f"sim-{port}.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tokenfleet.cli", "sim", "--model", MODEL, "--gpu", GPU,
+             "--host", "127.0.0.1", "--port", str(port), "--time-scale", str(time_scale)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    sim = SimProcess(port, process, log, time_scale)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"tokenfleet sim exited: {log.read_text()[-2000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{sim.base_url}/health", timeout=2, trust_env=False).is_success:
+                    break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"tokenfleet sim not healthy: {log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield sim
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+def family_total(metrics: dict[str, float], name: str) -> float:
+    """Sum of every sample of `name` across label sets."""
+    return sum(v for k, v in metrics.items() if k.startswith(name + "{"))
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
+    with running_sim(tmp_path_factory.mktemp("sim")) as server:
+        yield server
+
+
+def _bench(sim: SimProcess, tmp_path: Path, *extra: str) -> dict[str, object]:
+    result = tmp_path / "result.json"
+    code = main(
+        ["bench", "--base-url", sim.base_url, "--disable-tqdm", "--save-result", str(result),
+         *extra]
+    )  # fmt: skip
+    assert code == 0
+    return dict(json.loads(result.read_text()))
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "argv"),
+    [
+        (
+            "/v1/completions",
+            ["--num-prompts", "24", "--random-input-len", "1024", "--random-output-len", "12",
+             "--max-concurrency", "8"],
+        ),
+        (
+            "/v1/chat/completions",
+            ["--num-prompts", "16", "--random-input-len", "1024", "--random-output-len", "8",
+             "--random-range-ratio", "0.5", "--request-rate", "8", "--seed", "3"],
+        ),
+    ],
+)  # fmt: skip
+def test_bench_numbers_match_the_simulators_metrics(
+    sim: SimProcess, tmp_path: Path, endpoint: str, argv: list[str]
+) -> None:
+    before = sim.metrics()
+    result = _bench(sim, tmp_path, "--endpoint", endpoint, *argv)
+    after = sim.metrics()
+
+    def delta(name: str) -> float:
+        return family_total(after, name) - family_total(before, name)
+
+    num_prompts = int(argv[argv.index("--num-prompts") + 1])
+    assert result["completed"] == num_prompts
+    assert result["failed"] == 0
+    # Counts agree exactly: every request, prompt token and generated token.
+    assert delta("vllm:request_success_total") == num_prompts
+    assert delta("vllm:prompt_tokens_total") == result["total_input_tokens"]
+    assert delta("vllm:generation_tokens_total") == result["total_output_tokens"]
+    # ignore_eos: each request generated exactly what it asked for.
+    output_lens = result["output_lens"]
+    assert isinstance(output_lens, list)
+    assert sum(output_lens) == result["total_output_tokens"]
+    assert delta("vllm:time_to_first_token_seconds_count") == num_prompts
+
+    # Mean TTFT: the simulator's (simulated s) vs the client's (real s x time scale). The
+    # client also counts HTTP/loop time, so it may be higher by up to the overhead allowance.
+    sim_mean = delta("vllm:time_to_first_token_seconds_sum") / num_prompts
+    client_mean = float(result["mean_ttft_ms"]) / 1000.0 * sim.time_scale  # type: ignore[arg-type]
+    slack = CLIENT_OVERHEAD_S * sim.time_scale
+    assert sim_mean * 0.9 <= client_mean <= sim_mean * 1.1 + slack, (sim_mean, client_mean)
