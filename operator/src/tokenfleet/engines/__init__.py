@@ -11,7 +11,7 @@ Public names:
   metrics_need_flag, workers_serve_http, dist_port.
 - NodeRole(nnodes, node_rank, leader_address): one node of a multi-node replica; rank and
   address may be "$(LWS_WORKER_INDEX)" / "$(LWS_LEADER_ADDRESS)" (expanded by the kubelet).
-- ENGINES: {"vllm": INFO, "sglang": INFO}.
+- ENGINES: {"vllm": INFO, "sglang": INFO}; PROGRAMS: {"vllm": ("vllm", "serve"), ...}.
 """
 
 from __future__ import annotations
@@ -24,9 +24,12 @@ from tokenfleet.engines import sglang, vllm
 from tokenfleet.engines.types import EngineInfo, MetricNames, NodeRole
 
 ENGINES: dict[str, EngineInfo] = {"vllm": vllm.INFO, "sglang": sglang.INFO}
+# The default program of each engine's container command (what precedes engine_args).
+PROGRAMS: dict[str, tuple[str, ...]] = {"vllm": vllm.PROGRAM, "sglang": sglang.PROGRAM}
 
 __all__ = [
     "ENGINES",
+    "PROGRAMS",
     "EngineInfo",
     "MetricNames",
     "NodeRole",

@@ -1,0 +1,70 @@
+"""Names, labels and annotations shared by every manifest of one LLMService."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tokenfleet.api import LLMService
+from tokenfleet.capacity.types import Plan
+
+Manifest = dict[str, Any]
+
+ENGINE_CONTAINER = "engine"
+SERVICE_PORT = 80  # clients call http://<llmservice>.<namespace>.svc/v1
+PORT_NAME = "http"
+
+LLMSERVICE_LABEL = "tokenfleet.dev/llmservice"
+# server: a single-node replica's pod; leader / worker: the pods of a multi-node replica.
+# Only servers and leaders answer HTTP, so the Service and the PodMonitor select those.
+ROLE_LABEL = "tokenfleet.dev/role"
+HTTP_ROLES = ("server", "leader")
+
+
+def labels(service: LLMService) -> dict[str, str]:
+    """The labels DESIGN.md puts on everything tokenfleet creates."""
+    return {
+        "app.kubernetes.io/name": "tokenfleet-engine",
+        "app.kubernetes.io/instance": service.name,
+        "app.kubernetes.io/managed-by": "tokenfleet",
+        LLMSERVICE_LABEL: service.name,
+    }
+
+
+def selector(service: LLMService) -> dict[str, str]:
+    """matchLabels of the engine pods. Deployment selectors are immutable: never change it."""
+    return {LLMSERVICE_LABEL: service.name}
+
+
+def metadata(service: LLMService, name: str | None = None) -> dict[str, Any]:
+    return {"name": name or service.name, "namespace": service.namespace, "labels": labels(service)}
+
+
+def workload_name(service: LLMService, plan: Plan) -> str:
+    """Deployment: the LLMService's name. LeaderWorkerSet: `<name>-lws`, because the LWS
+    controller creates a headless Service named after the LWS (for its pods' DNS), and the
+    client-facing Service already has the LLMService's name."""
+    return service.name if plan.nodes_per_replica <= 1 else f"{service.name}-lws"
+
+
+def plan_annotations(plan: Plan) -> dict[str, str]:
+    """The plan a workload was rendered from, for `kubectl describe` readers. On the workload
+    only, never on the pod template: a re-worded prediction must not restart GPU pods."""
+    summary = {
+        "engine": f"{plan.engine} {plan.engine_version}",
+        "gpu": plan.gpu.id,
+        "tensorParallelSize": plan.tensor_parallel_size,
+        "pipelineParallelSize": plan.pipeline_parallel_size,
+        "gpusPerReplica": plan.gpus_per_replica,
+        "nodesPerReplica": plan.nodes_per_replica,
+        "maxModelLen": plan.max_model_len,
+        "kvCacheTokens": plan.kv_cache_tokens,
+        "maxConcurrency": round(plan.max_concurrency, 2),
+        "predictedTtftMs": round(plan.predicted.ttft_ms, 1),
+        "predictedTpotMs": round(plan.predicted.tpot_ms, 2),
+        "goodputRequestsPerSecond": round(plan.predicted.goodput_requests_per_second, 3),
+    }
+    return {
+        "tokenfleet.dev/plan": json.dumps(summary, separators=(",", ":")),
+        "tokenfleet.dev/plan-reason": plan.reason,
+    }

@@ -1,0 +1,252 @@
+"""The engine pod template, shared by Deployments (role "server") and LeaderWorkerSets
+(roles "leader" and "worker")."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from typing import Any, Literal
+
+from tokenfleet.api import LLMService
+from tokenfleet.capacity.types import Plan
+from tokenfleet.engines import PROGRAMS, NodeRole, engine_command, engine_info
+from tokenfleet.render import timing
+from tokenfleet.render.meta import ENGINE_CONTAINER, PORT_NAME, ROLE_LABEL, labels
+
+Role = Literal["server", "leader", "worker"]
+
+CACHE_MOUNT = "/model-cache"  # Hugging Face downloads (and vLLM's compile cache) land here
+WEIGHTS_MOUNT = "/mnt/model-weights"  # spec.model.source.pvc, read-only
+SHM_MOUNT = "/dev/shm"
+# The kubelet expands these in command/args from the env LeaderWorkerSet injects.
+LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
+LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
+
+
+def cache_claim_name(service: LLMService) -> str:
+    return f"{service.name}-model-cache"
+
+
+def gpus_per_pod(plan: Plan) -> int:
+    return plan.gpus_per_replica // max(plan.nodes_per_replica, 1)
+
+
+def model_ref_and_args(service: LLMService) -> tuple[str, list[str]]:
+    """What the engine is told to load, and flags the source needs."""
+    model = service.spec.model
+    source = model.effective_source
+    if source.pvc is not None:
+        path = posixpath.normpath(posixpath.join(WEIGHTS_MOUNT, source.pvc.path.lstrip("/")))
+        return path, []
+    if source.uri is not None:
+        return source.uri, []
+    hf = source.hugging_face
+    repo = (hf.repo if hf else None) or model.id
+    revision = hf.revision if hf else None
+    return repo, (["--revision", revision] if revision else [])
+
+
+def speculative_args(service: LLMService, engine: str) -> list[str]:
+    """spec.engine.speculative as the engine wants it: one JSON flag for vLLM, one
+    --speculative-<key> flag per key for SGLang."""
+    spec = service.spec.engine.speculative
+    if not spec:
+        return []
+    if engine == "vllm":
+        return ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    args: list[str] = []
+    for key, value in spec.items():
+        flag = "--speculative-" + re.sub(r"(?<!^)(?=[A-Z])", "-", key).replace("_", "-").lower()
+        if value is True:
+            args.append(flag)
+        elif value is not False and value is not None:
+            args += [flag, value if isinstance(value, str) else json.dumps(value)]
+    return args
+
+
+def _split_command(engine: str, command: list[str]) -> tuple[list[str], list[str]]:
+    """command / args the way people read them: the program, then its arguments."""
+    if command[:2] == ["/bin/sh", "-c"]:  # vLLM multi-node on Ray
+        return command[:2], command[2:]
+    n = len(PROGRAMS[engine])
+    return command[:n], command[n:]
+
+
+def _env(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [{"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"}]
+    if plan.engine == "vllm":
+        env.append({"name": "VLLM_CACHE_ROOT", "value": f"{CACHE_MOUNT}/vllm"})
+    hf = service.spec.model.effective_source.hugging_face
+    if hf is not None and hf.token_secret_ref is not None:
+        ref = hf.token_secret_ref
+        env.append(
+            {
+                "name": "HF_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
+            }
+        )
+    # The user's entries replace ours by name: env is a map keyed by name under
+    # server-side apply, so a duplicate name would be rejected.
+    user = [e.to_dict() for e in service.spec.engine.env]
+    names = {e["name"] for e in user}
+    return [e for e in env if e["name"] not in names] + user
+
+
+def _resources(service: LLMService, plan: Plan) -> dict[str, Any]:
+    """GPUs from the plan; CPU and memory from spec.resources, else a modest default that
+    leaves room on common GPU nodes (2 CPUs and 4 GiB + 6 GiB per GPU, requests only)."""
+    gpus = gpus_per_pod(plan)
+    gpu_resource = service.spec.gpu.resource_name or plan.gpu.resource_name
+    requests: dict[str, Any] = {"cpu": str(max(2, 2 * gpus)), "memory": f"{4 + 6 * gpus}Gi"}
+    limits: dict[str, Any] = {}
+    if service.spec.resources is not None:
+        requests.update(service.spec.resources.requests.to_dict())
+        limits.update(service.spec.resources.limits.to_dict())
+    requests[gpu_resource] = gpus
+    limits[gpu_resource] = gpus
+    return {"requests": requests, "limits": limits}
+
+
+def _probes(plan: Plan) -> dict[str, Any]:
+    info = engine_info(plan.engine)
+
+    def get() -> dict[str, Any]:  # a fresh dict per probe: shared objects become YAML anchors
+        return {"path": info.health_path, "port": PORT_NAME}
+
+    return {
+        # Model download + load: sized by timing.startup_seconds; liveness and readiness
+        # only start once this has passed.
+        "startupProbe": {
+            "httpGet": get(),
+            "periodSeconds": timing.PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": 5,
+            "failureThreshold": timing.startup_failure_threshold(plan),
+        },
+        "readinessProbe": {
+            "httpGet": get(),
+            "periodSeconds": 5,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        # Lenient: a busy engine answers /health late; restarting it costs minutes of GPU.
+        "livenessProbe": {
+            "httpGet": get(),
+            "periodSeconds": 30,
+            "timeoutSeconds": 10,
+            "failureThreshold": 5,
+        },
+    }
+
+
+def node_role(plan: Plan, role: Role) -> NodeRole | None:
+    if role == "server":
+        return None
+    rank: int | str = 0 if role == "leader" else LWS_WORKER_INDEX
+    return NodeRole(plan.nodes_per_replica, rank, LWS_LEADER_ADDRESS)
+
+
+def engine_container(service: LLMService, plan: Plan, role: Role) -> dict[str, Any]:
+    spec = service.spec
+    info = engine_info(plan.engine)
+    model_ref, source_args = model_ref_and_args(service)
+    command = engine_command(
+        plan,
+        model_ref,
+        served_name=spec.model.effective_served_name,
+        extra_args=[*source_args, *speculative_args(service, plan.engine), *spec.engine.args],
+        prefix_caching=spec.engine.prefix_caching,
+        node=node_role(plan, role),
+    )
+    program, args = _split_command(plan.engine, command)
+    mounts: list[dict[str, Any]] = [
+        {"name": "shm", "mountPath": SHM_MOUNT},
+        {"name": "model-cache", "mountPath": CACHE_MOUNT},
+    ]
+    if spec.model.effective_source.pvc is not None:
+        mounts.append({"name": "model-weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True})
+    container: dict[str, Any] = {
+        "name": ENGINE_CONTAINER,
+        "image": spec.engine.image_for(plan.engine_version),
+        "imagePullPolicy": "IfNotPresent",
+        "command": program,
+        "args": args,
+    }
+    if role != "worker":
+        container["ports"] = [{"name": PORT_NAME, "containerPort": info.port, "protocol": "TCP"}]
+    container["env"] = _env(service, plan)
+    container["resources"] = _resources(service, plan)
+    container["volumeMounts"] = mounts
+    if role != "worker" or info.workers_serve_http:
+        container.update(_probes(plan))
+    # Leaving the endpoints takes a moment to propagate; meanwhile running requests finish.
+    # Workers wait as long, so their leader never loses its GPUs mid-drain.
+    container["lifecycle"] = {
+        "preStop": {"exec": {"command": ["sleep", str(timing.drain_seconds(service))]}}
+    }
+    return container
+
+
+def _volumes(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
+    # NCCL and the engines' worker processes exchange tensors through shared memory; the
+    # container runtime's 64 MiB /dev/shm is far too small for tensor parallelism.
+    shm_gib = 2 if gpus_per_pod(plan) <= 1 else 16
+    volumes: list[dict[str, Any]] = [
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib}Gi"}}
+    ]
+    if service.spec.storage is not None:
+        claim = {"claimName": cache_claim_name(service)}
+        volumes.append({"name": "model-cache", "persistentVolumeClaim": claim})
+    else:
+        volumes.append({"name": "model-cache", "emptyDir": {}})
+    pvc = service.spec.model.effective_source.pvc
+    if pvc is not None:
+        volumes.append(
+            {
+                "name": "model-weights",
+                "persistentVolumeClaim": {"claimName": pvc.claim_name, "readOnly": True},
+            }
+        )
+    return volumes
+
+
+def pod_template(service: LLMService, plan: Plan, role: Role) -> dict[str, Any]:
+    spec = service.spec
+    info = engine_info(plan.engine)
+    pod_labels = {**spec.pod_template.labels, **labels(service), ROLE_LABEL: role}
+    annotations = dict(spec.pod_template.annotations)
+    if role != "worker":
+        # For Prometheus setups without the Prometheus Operator (no PodMonitor).
+        annotations.update(
+            {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": str(info.port),
+                "prometheus.io/path": info.metrics_path,
+            }
+        )
+    gpu = spec.gpu
+    node_selector = {plan.gpu.node_label_key: plan.gpu.node_label_value, **gpu.node_selector}
+    pod: dict[str, Any] = {
+        # Service links would put e.g. VLLM_PORT=tcp://... into the env of pods in a
+        # namespace with a Service named "vllm", which vLLM reads as its own setting.
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": timing.termination_grace_seconds(service),
+        "nodeSelector": node_selector,
+    }
+    if gpu.tolerations:
+        pod["tolerations"] = [t.to_dict() for t in gpu.tolerations]
+    if gpu.affinity:
+        pod["affinity"] = gpu.affinity
+    template = spec.pod_template
+    if template.service_account_name:
+        pod["serviceAccountName"] = template.service_account_name
+    if template.priority_class_name:
+        pod["priorityClassName"] = template.priority_class_name
+    if template.image_pull_secrets:
+        pod["imagePullSecrets"] = [s.to_dict() for s in template.image_pull_secrets]
+    pod["containers"] = [engine_container(service, plan, role)]
+    pod["volumes"] = _volumes(service, plan)
+    metadata: dict[str, Any] = {"labels": pod_labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"metadata": metadata, "spec": pod}

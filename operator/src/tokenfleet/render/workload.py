@@ -1,0 +1,80 @@
+"""The engine workload: a Deployment when one node holds a replica, a LeaderWorkerSet
+(leaderworkerset.x-k8s.io/v1) when a replica spans nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenfleet.api import LLMService
+from tokenfleet.capacity.types import Plan
+from tokenfleet.render import timing
+from tokenfleet.render.meta import metadata, plan_annotations, selector, workload_name
+from tokenfleet.render.pod import pod_template
+
+LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
+
+
+def _meta(service: LLMService, plan: Plan) -> dict[str, Any]:
+    meta = metadata(service, workload_name(service, plan))
+    meta["annotations"] = plan_annotations(plan)
+    return meta
+
+
+def deployment(service: LLMService, plan: Plan) -> dict[str, Any]:
+    rollout = service.spec.rollout
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(service, plan),
+        "spec": {
+            "replicas": service.spec.replicas,
+            "selector": {"matchLabels": selector(service)},
+            # Default maxSurge 0: an update replaces pods in place and needs no spare GPUs.
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {
+                    "maxSurge": rollout.max_surge,
+                    "maxUnavailable": rollout.max_unavailable,
+                },
+            },
+            # A pod that is still loading weights is progress, not a stuck rollout.
+            "progressDeadlineSeconds": timing.startup_seconds(plan) + 600,
+            "revisionHistoryLimit": 3,
+            "template": pod_template(service, plan, "server"),
+        },
+    }
+
+
+def leader_worker_set(service: LLMService, plan: Plan) -> dict[str, Any]:
+    """One group of `nodes_per_replica` pods per replica: the leader (node rank 0) serves
+    the API, workers hold the other ranks. A failed pod restarts its whole group, since a
+    replica with a missing rank cannot serve."""
+    rollout = service.spec.rollout
+    return {
+        "apiVersion": LWS_API_VERSION,
+        "kind": "LeaderWorkerSet",
+        "metadata": _meta(service, plan),
+        "spec": {
+            "replicas": service.spec.replicas,
+            "startupPolicy": "LeaderCreated",
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": {
+                    "maxSurge": rollout.max_surge,
+                    "maxUnavailable": rollout.max_unavailable,
+                },
+            },
+            "leaderWorkerTemplate": {
+                "size": plan.nodes_per_replica,
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": pod_template(service, plan, "leader"),
+                "workerTemplate": pod_template(service, plan, "worker"),
+            },
+        },
+    }
+
+
+def workload(service: LLMService, plan: Plan) -> dict[str, Any]:
+    if plan.nodes_per_replica > 1:
+        return leader_worker_set(service, plan)
+    return deployment(service, plan)
