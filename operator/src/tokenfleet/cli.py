@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "crd": ("crd", "write the LLMService CRD generated from the API models (--check: verify)"),
     "operator": ("operator", "run the Kubernetes operator that reconciles LLMServices"),
     "bench": ("bench", "load an OpenAI-compatible server like `vllm bench serve`"),
+    "render": ("render", "print the Kubernetes manifests the operator would apply for LLMServices"),
 }
 
 

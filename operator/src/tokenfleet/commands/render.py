@@ -1,0 +1,185 @@
+"""`tokenfleet render -f llmservice.yaml`: print the manifests the operator would apply.
+
+Each file may hold several YAML documents; LLMServices are planned and rendered, and
+ConfigMaps in any of the files resolve spec.model.configMapRef the way the operator reads
+them from the cluster. Other kinds are skipped. ownerReferences are not printed: the
+operator adds them with the LLMService's uid, which only the cluster knows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenfleet.capacity.errors import PlanError
+
+
+def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="LLMService YAML (repeatable; '-' reads stdin)",
+    )
+    p.add_argument("-n", "--namespace", help="namespace for objects without one (default: default)")
+    p.add_argument(
+        "--no-monitoring",
+        action="store_true",
+        help="render as for a cluster without the Prometheus Operator (no PodMonitor)",
+    )
+    p.add_argument(
+        "--no-lws",
+        action="store_true",
+        help="render as for a cluster without LeaderWorkerSet (multi-node plans fail)",
+    )
+
+
+@dataclass(frozen=True)
+class Rendered:
+    source: str
+    service: Any  # api.LLMService
+    plan: Any  # capacity.Plan
+    manifests: list[dict[str, Any]]
+
+
+class FileError(PlanError):
+    """A PlanError prefixed with the file it came from."""
+
+    def __init__(self, source: str, error: PlanError) -> None:
+        super().__init__(error.field, error.value, error.problem, error.fix)
+        self.args = (f"{source}: {error}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def load_documents(source: str) -> list[Any]:
+    import yaml
+
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text()
+    except OSError as e:
+        problem = e.strerror or "cannot read"
+        raise PlanError("--filename", source, problem, "check the path") from None
+    try:
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "somewhere"
+        problem = f"not valid YAML at {where} ({getattr(e, 'problem', None) or e})"
+        raise PlanError("--filename", source, problem, "fix the YAML syntax") from None
+
+
+def _config_maps(documents: Iterable[Any], default_ns: str) -> dict[tuple[str, str], Any]:
+    maps: dict[tuple[str, str], Any] = {}
+    for doc in documents:
+        if isinstance(doc, Mapping) and doc.get("kind") == "ConfigMap":
+            meta = doc.get("metadata") or {}
+            maps[(meta.get("namespace") or default_ns, str(meta.get("name")))] = doc
+    return maps
+
+
+def _model_config(service: Any, maps: Mapping[tuple[str, str], Any]) -> dict[str, Any] | None:
+    model = service.spec.model
+    ref = model.config_map_ref
+    if ref is None or model.config is not None:
+        return None
+    cm = maps.get((service.namespace, ref.name))
+    field = "spec.model.configMapRef"
+    if cm is None:
+        raise PlanError(
+            f"{field}.name",
+            ref.name,
+            f"no ConfigMap {service.namespace}/{ref.name} in the given files",
+            "pass the file that holds it with another -f",
+        )
+    raw = (cm.get("data") or {}).get(ref.key)
+    if raw is None:
+        raise PlanError(
+            f"{field}.key", ref.key, f"ConfigMap {ref.name} has no such key", "fix the key"
+        )
+    try:
+        config = json.loads(raw)
+    except ValueError as e:
+        raise PlanError(
+            f"{field}.key", ref.key, f"not JSON ({e})", "put the model's config.json there"
+        ) from None
+    if not isinstance(config, dict):
+        raise PlanError(f"{field}.key", ref.key, "not a JSON object", "use the config.json")
+    return config
+
+
+def render_documents(
+    documents: list[Any],
+    source: str,
+    *,
+    namespace: str | None = None,
+    monitoring_available: bool = True,
+    lws_available: bool = True,
+    extra_documents: Iterable[Any] = (),
+) -> list[Rendered]:
+    """Plan and render every LLMService among `documents`; ConfigMaps among them and among
+    `extra_documents` resolve configMapRef. Errors are FileErrors naming source and field."""
+    from tokenfleet import api, render
+    from tokenfleet.capacity import plan
+
+    default_ns = namespace or "default"
+    maps = _config_maps([*documents, *extra_documents], default_ns)
+    out: list[Rendered] = []
+    for doc in documents:
+        if not isinstance(doc, Mapping):
+            problem = PlanError(
+                "document", type(doc).__name__, "not a mapping", "write Kubernetes objects"
+            )
+            raise FileError(source, problem)
+        if doc.get("kind") != api.KIND:
+            continue
+        body = dict(doc)
+        body["metadata"] = {"namespace": default_ns, **(doc.get("metadata") or {})}
+        try:
+            service = api.parse_llmservice(body)
+            p = plan(api.to_plan_request(service, _model_config(service, maps)))
+            manifests = render.all(
+                service,
+                p,
+                monitoring_available=monitoring_available,
+                lws_available=lws_available,
+            )
+        except PlanError as e:
+            raise FileError(source, e) from None
+        out.append(Rendered(source, service, p, manifests))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    loaded = [(source, load_documents(source)) for source in args.filename]
+    everything = [doc for _, docs in loaded for doc in docs]
+    results: list[Rendered] = []
+    for source, docs in loaded:
+        results += render_documents(
+            docs,
+            source,
+            namespace=args.namespace,
+            monitoring_available=not args.no_monitoring,
+            lws_available=not args.no_lws,
+            extra_documents=everything,
+        )
+    if not results:
+        print(f"error: no LLMService in {', '.join(args.filename)}", file=sys.stderr)
+        return 2
+    chunks = []
+    for r in results:
+        header = f"# {r.source}: LLMService {r.service.namespace}/{r.service.name}: {r.plan.reason}"
+        body = yaml.safe_dump_all(r.manifests, sort_keys=False, width=100)
+        chunks.append(f"{header}\n{body}")
+    sys.stdout.write("---\n".join(chunks))
+    return 0
