@@ -1,0 +1,166 @@
+"""The PromQL of reference/engines.md over a REAL Prometheus scraping TWO simulators under
+known load returns what the load implies.
+
+Each simulator runs at TIME_SCALE x real time: counters and their rates are per real second
+(Prometheus timestamps are real), while histogram values (TTFT) are simulated seconds, i.e.
+what the client measured in real seconds times TIME_SCALE. The client also counts its own
+HTTP/loop time, which the simulator does not, so per request
+
+    client_ttft * TIME_SCALE - OVERHEAD * TIME_SCALE  <=  sim_ttft  <=  client_ttft * TIME_SCALE
+
+and the tolerances below follow from that, from the vLLM bucket edges (histogram_quantile
+only knows which bucket a quantile falls in) and from rate()'s extrapolation over 1 s scrapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from prometheus import Prometheus, running_prometheus
+from prometheus_client.utils import floatToGoString
+from test_bench_sim import SimProcess, running_sim
+
+from tokenfleet.bench.client import BenchConfig, run_benchmark
+from tokenfleet.bench.dataset import DatasetSpec
+from tokenfleet.bench.metrics import RequestOutput, percentile
+
+pytestmark = pytest.mark.system
+
+TIME_SCALE = 2.0
+RATE_PER_SIM = 4.0  # real requests/s to each simulator, perfectly regular
+LOAD_S = 16.0
+OVERHEAD_S = 0.05  # real seconds of client-only time allowed per request
+# vLLM's TTFT buckets (reference/engines.md), in seconds.
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
+
+
+@dataclass
+class LoadRun:
+    outputs: list[RequestOutput]
+    started: float  # unix seconds
+    ended: float
+    targets: list[str]
+
+
+def bucket_edges(value: float) -> tuple[float, float]:
+    """(lower, upper] edges of the vLLM TTFT bucket holding `value`."""
+    i = bisect.bisect_left(TTFT_BUCKETS, value)
+    lower = TTFT_BUCKETS[i - 1] if i > 0 else 0.0
+    upper = TTFT_BUCKETS[i] if i < len(TTFT_BUCKETS) else math.inf
+    return lower, upper
+
+
+@pytest.fixture(scope="module")
+def load(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, LoadRun]]:
+    workdir = tmp_path_factory.mktemp("promql")
+    with (
+        running_prometheus(workdir / "prometheus") as prom,
+        running_sim(workdir / "a", TIME_SCALE) as sim_a,
+        running_sim(workdir / "b", TIME_SCALE) as sim_b,
+    ):
+        targets = [sim_a.target, sim_b.target]
+        prom.set_targets(targets)
+        prom.wait_targets_up(targets)
+        yield prom, _drive(sim_a, sim_b, targets)
+
+
+def _drive(sim_a: SimProcess, sim_b: SimProcess, targets: list[str]) -> LoadRun:
+    count = int(RATE_PER_SIM * LOAD_S)
+
+    def config(sim: SimProcess, seed: int) -> BenchConfig:
+        return BenchConfig(
+            base_url=sim.base_url,
+            endpoint="/v1/completions",
+            model="meta-llama/Llama-3.1-8B",
+            # Prompts of 100 to 1946 tokens: prefill time, and so TTFT, spreads over
+            # several vLLM buckets, which the quantile and attainment checks need.
+            dataset=DatasetSpec(input_len=1024, output_len=16, range_ratio=0.9, seed=seed),
+            num_prompts=count,
+            request_rate=RATE_PER_SIM,
+            burstiness=math.inf,
+        )
+
+    async def both() -> list[RequestOutput]:
+        runs = await asyncio.gather(
+            run_benchmark(config(sim_a, 1)), run_benchmark(config(sim_b, 2))
+        )
+        return [o for outputs, _ in runs for o in outputs]
+
+    started = time.time()
+    outputs = asyncio.run(both())
+    ended = time.time()
+    assert all(o.success for o in outputs), next(o.error for o in outputs if not o.success)
+    return LoadRun(outputs, started, ended, targets)
+
+
+def _after_load(prom: Prometheus, run: LoadRun) -> tuple[float, str]:
+    """An evaluation time whose samples include the whole run, and a range covering it."""
+    prom.wait_scraped_after(run.ended, run.targets)
+    at = time.time()
+    window = f"{math.ceil(at - run.started) + 10}s"
+    return at, window
+
+
+def test_counters_sum_exactly_across_both_simulators(load: tuple[Prometheus, LoadRun]) -> None:
+    prom, run = load
+    at, _ = _after_load(prom, run)
+    assert prom.scalar("count(up == 1)", at) == 2
+    assert prom.scalar("sum(vllm:request_success_total)", at) == len(run.outputs)
+    total_out = sum(o.output_tokens for o in run.outputs)
+    assert prom.scalar("sum(vllm:generation_tokens_total)", at) == total_out
+    assert prom.scalar("sum(vllm:time_to_first_token_seconds_count)", at) == len(run.outputs)
+
+
+def test_request_rate_is_what_was_sent(load: tuple[Prometheus, LoadRun]) -> None:
+    prom, run = load
+    _after_load(prom, run)
+    # Steady state: late in the run, with a window that starts after the first completions.
+    at = run.started + 0.8 * LOAD_S
+    rate = prom.scalar("sum(rate(vllm:request_success_total[8s]))", at)
+    # Regular arrivals make completions nearly regular; rate() over 1 s scrapes is off by
+    # about one request per series per window (2 / 8 s = 0.25 of 8 req/s) plus scrape jitter.
+    assert rate == pytest.approx(2 * RATE_PER_SIM, rel=0.15)
+
+
+def test_p95_ttft_lies_in_the_buckets_the_client_measured(
+    load: tuple[Prometheus, LoadRun],
+) -> None:
+    prom, run = load
+    at, window = _after_load(prom, run)
+    p95 = prom.scalar(
+        "histogram_quantile(0.95, sum by (le) "
+        f"(rate(vllm:time_to_first_token_seconds_bucket[{window}])))",
+        at,
+    )
+    client = sorted(o.ttft * TIME_SCALE for o in run.outputs)  # simulated seconds
+    high = percentile(client, 95.0)
+    low = percentile([max(t - OVERHEAD_S * TIME_SCALE, 0.0) for t in client], 95.0)
+    # The simulator's own p95 lies in [low, high]; histogram_quantile interpolates inside
+    # the bucket holding it, so the answer is within the edges of those buckets.
+    assert bucket_edges(low)[0] <= p95 <= bucket_edges(high)[1], (low, high, p95)
+
+
+def test_attainment_at_a_bucket_boundary(load: tuple[Prometheus, LoadRun]) -> None:
+    prom, run = load
+    at, window = _after_load(prom, run)
+    client = [o.ttft * TIME_SCALE for o in run.outputs]
+    # The boundary that splits the client's measurements most evenly: a non-trivial answer.
+    boundary = min(TTFT_BUCKETS, key=lambda b: abs(sum(t <= b for t in client) / len(client) - 0.5))
+    le = floatToGoString(boundary)
+    attainment = prom.scalar(
+        f'sum(rate(vllm:time_to_first_token_seconds_bucket{{le="{le}"}}[{window}])) / '
+        f"sum(rate(vllm:time_to_first_token_seconds_count[{window}]))",
+        at,
+    )
+    slack = OVERHEAD_S * TIME_SCALE
+    at_least = sum(t <= boundary for t in client) / len(client)
+    at_most = sum(t - slack <= boundary for t in client) / len(client)
+    # Exact at a bucket edge; 0.02 covers rate() extrapolating the two targets differently.
+    assert at_least - 0.02 <= attainment <= at_most + 0.02, (boundary, attainment, at_least)
