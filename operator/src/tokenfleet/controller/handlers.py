@@ -2,15 +2,15 @@
 
 - LLMService created / changed / seen at startup -> reconcile (kopf retries TemporaryError).
 - A change to an object we own (someone edits or deletes the Deployment, or its status
-  moves) -> wake that LLMService's drift daemon, which re-reads the LLMService and
-  reconciles. Echoes of our own writes are recognised by resourceVersion and ignored.
-- The same daemon re-reconciles every `resync_seconds` as a safety net for missed events.
+  moves) -> Drift re-reads that LLMService and reconciles. Echoes of our own writes are
+  recognised by resourceVersion and ignored.
+- Drift also re-reconciles every known LLMService every `resync_seconds` (missed events).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import contextvars
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,20 +49,80 @@ class Options:
     watch_server_timeout: float = 300.0
 
 
-class Triggers:
-    """One asyncio.Event per LLMService: set when an owned object changed."""
+class Drift:
+    """Re-reconciles an LLMService when an object it owns changed, and resyncs periodically.
 
-    def __init__(self) -> None:
-        self._events: dict[tuple[str, str], asyncio.Event] = {}
+    One task per LLMService at a time; a change arriving while it runs schedules exactly
+    one more pass. The LLMService is re-read first, so a pass always uses the latest spec.
+    Deliberately not a kopf daemon: daemons need a finalizer on every LLMService, which
+    would block `kubectl delete` whenever the operator is down.
+    """
 
-    def get(self, namespace: str, name: str) -> asyncio.Event:
-        return self._events.setdefault((namespace, name), asyncio.Event())
+    def __init__(self, reconciler: Reconciler, resync_seconds: float) -> None:
+        self._reconciler = reconciler
+        self._resync_seconds = resync_seconds
+        self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._again: set[tuple[str, str]] = set()
+        self._known: set[tuple[str, str]] = set()
+        # kopf's per-object context (it carries the queue kopf.info() posts Events to).
+        self._context: contextvars.Context | None = None
+        self._resync: asyncio.Task[None] | None = None
+        self._logger = logging.getLogger("tokenfleet.drift")
+
+    def track(self, namespace: str, name: str) -> None:
+        self._known.add((namespace, name))
+        self._context = contextvars.copy_context()
 
     def fire(self, namespace: str, name: str) -> None:
-        self.get(namespace, name).set()
+        key = (namespace, name)
+        task = self._tasks.get(key)
+        if task is not None and not task.done():
+            self._again.add(key)
+            return
+        context = contextvars.copy_context() if self._context is None else None
+        self._tasks[key] = asyncio.create_task(self._run(key), context=context or self._context)
 
-    def drop(self, namespace: str, name: str) -> None:
-        self._events.pop((namespace, name), None)
+    def start(self) -> None:
+        self._resync = asyncio.create_task(self._resync_loop())
+
+    async def stop(self) -> None:
+        tasks = [*self._tasks.values(), *([self._resync] if self._resync else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._resync_seconds)
+            for namespace, name in sorted(self._known):
+                self.fire(namespace, name)
+
+    async def _run(self, key: tuple[str, str]) -> None:
+        namespace, name = key
+        delay = 1.0
+        try:
+            while True:
+                self._again.discard(key)
+                try:
+                    body = await self._reconciler.kube.get(API_VERSION, KIND, namespace, name)
+                    if body is None or body["metadata"].get("deletionTimestamp"):
+                        self._known.discard(key)
+                        self._reconciler.forget(namespace, name)
+                        return
+                    await self._reconciler.reconcile(body, self._logger)
+                    delay = 1.0
+                except (kopf.TemporaryError, ApiError) as error:
+                    self._logger.warning("%s/%s: retry in %.0fs: %s", namespace, name, delay, error)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 60.0)
+                    self._again.add(key)
+                if key not in self._again:
+                    return
+        except Exception:
+            self._logger.exception("%s/%s: drift reconcile failed", namespace, name)
+        finally:
+            if self._tasks.get(key) is asyncio.current_task():
+                self._tasks.pop(key, None)
 
 
 class Credentials:
@@ -100,16 +160,18 @@ def configure_settings(settings: kopf.OperatorSettings, options: Options) -> Non
         prefix=PREFIX, key="last-handled-configuration"
     )
     settings.persistence.finalizer = f"{PREFIX}/finalizer"  # unused: no delete handlers
-    # Only warnings and errors of kopf's own logs become Events; our transitions are
-    # posted explicitly (Planned, Applied, Degraded, Ready, DriftCorrected).
-    settings.posting.level = logging.WARNING
+    # Events are our explicit transitions (Planned, Applied, Degraded, Ready,
+    # DriftCorrected); kopf's own per-handler log lines stay in the log, not in Events.
+    settings.posting.enabled = True
+    settings.posting.level = logging.INFO
+    settings.posting.loggers = False
     # Ask the apiserver to end watches periodically and never wait on a dead connection.
     settings.watching.server_timeout = options.watch_server_timeout
     settings.watching.client_timeout = options.watch_server_timeout + 60
     settings.watching.connect_timeout = 30
     settings.networking.request_timeout = 60
     settings.networking.connect_timeout = 30
-    settings.batching.error_delays = (1, 2, 5, 10, 30, 60)
+    settings.queueing.error_delays = (1, 2, 5, 10, 30, 60)
 
 
 def build_registry(
@@ -119,8 +181,8 @@ def build_registry(
 ) -> kopf.OperatorRegistry:
     options = options or Options()
     registry = kopf.OperatorRegistry()
-    triggers = Triggers()
     kube: KubeClient = reconciler.kube
+    drift = Drift(reconciler, options.resync_seconds)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -130,54 +192,33 @@ def build_registry(
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         return credentials.login(**kwargs)
 
+    @kopf.on.startup(registry=registry)
+    async def start_resync(**_: Any) -> None:
+        drift.start()
+
     @kopf.on.cleanup(registry=registry)
     async def close(**_: Any) -> None:
+        await drift.stop()
         await kube.close()
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
-    async def reconcile(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    async def reconcile(
+        body: kopf.Body, namespace: str | None, name: str, logger: kopf.Logger, **_: Any
+    ) -> None:
+        drift.track(namespace or "", name)
         await reconciler.reconcile(body, logger)
 
-    @kopf.daemon(GROUP, VERSION, PLURAL, registry=registry, cancellation_timeout=1.0)
-    async def drift(
-        namespace: str | None, name: str, logger: kopf.Logger, stopped: kopf.DaemonStopped, **_: Any
-    ) -> None:
-        namespace = namespace or ""
-        trigger = triggers.get(namespace, name)
-        delay = 1.0
-        try:
-            while not stopped:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(trigger.wait(), timeout=options.resync_seconds)
-                trigger.clear()
-                if stopped:
-                    break
-                try:
-                    body = await kube.get(API_VERSION, KIND, namespace, name)
-                    if body is None or body["metadata"].get("deletionTimestamp"):
-                        break
-                    await reconciler.reconcile(body, logger)
-                    delay = 1.0
-                except (kopf.TemporaryError, ApiError) as error:
-                    logger.warning("drift reconcile will retry in %.0fs: %s", delay, error)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 60.0)
-                    trigger.set()
-        finally:
-            triggers.drop(namespace, name)
-            reconciler.forget(namespace, name)
-
     for group_version, plural in OWNED_RESOURCES:
-        _watch_owned(registry, reconciler, triggers, group_version, plural)
+        _watch_owned(registry, reconciler, drift, group_version, plural)
     return registry
 
 
 def _watch_owned(
     registry: kopf.OperatorRegistry,
     reconciler: Reconciler,
-    triggers: Triggers,
+    drift: Drift,
     group_version: str,
     plural: str,
 ) -> None:
@@ -200,4 +241,4 @@ def _watch_owned(
             kind, namespace or "", name, rv
         ):
             return
-        triggers.fire(namespace or "", owner)
+        drift.fire(namespace or "", owner)

@@ -136,9 +136,7 @@ class Reconciler:
         self._post_events(body, previous, new_status, generation)
         if corrected and previous.get("observedGeneration") == generation:
             # Same spec, yet our apply changed objects: someone edited or deleted them.
-            kopf.info(
-                _ref(body), reason="DriftCorrected", message="re-applied " + ", ".join(corrected)
-            )
+            _post(kopf.info, body, "DriftCorrected", "re-applied " + ", ".join(corrected))
         return new_status, result
 
     async def _apply(
@@ -250,13 +248,13 @@ class Reconciler:
         for cond in flipped:
             kind, status = cond["type"], cond["status"]
             if kind == "Planned" and status == "True":
-                kopf.info(_ref(body), reason="Planned", message=cond["message"][:1000])
+                _post(kopf.info, body, "Planned", cond["message"])
             elif kind == "Degraded" and status == "True":
-                kopf.warn(_ref(body), reason="Degraded", message=cond["message"][:1000])
+                _post(kopf.warn, body, "Degraded", cond["message"])
             elif kind == "Ready" and status == "True":
-                kopf.info(_ref(body), reason="Ready", message=cond["message"])
+                _post(kopf.info, body, "Ready", cond["message"])
         if new.get("phase") != "Degraded" and previous.get("observedGeneration") != gen:
-            kopf.info(_ref(body), reason="Applied", message=f"generation {gen} applied")
+            _post(kopf.info, body, "Applied", f"generation {gen} applied")
 
 
 def own(manifest: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:
@@ -348,6 +346,14 @@ def plan_summary(plan: Any) -> dict[str, Any]:
 def _ref(body: Mapping[str, Any]) -> Any:
     """kopf's event posting takes any body-like mapping (it reads apiVersion/kind/metadata)."""
     return body
+
+
+def _post(fn: Callable[..., None], body: Mapping[str, Any], reason: str, message: str) -> None:
+    """Post a Kubernetes Event; a failure to post must never fail the reconcile."""
+    try:
+        fn(_ref(body), reason=reason, message=message[:1000])
+    except LookupError:  # outside kopf's per-object context (no event queue): log only
+        logging.getLogger("tokenfleet.events").info("%s: %s", reason, message)
 
 
 def _one_line(error: BaseException) -> str:

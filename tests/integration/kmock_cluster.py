@@ -1,0 +1,269 @@
+"""kmock's KubernetesEmulator plus the apiserver behaviour the operator relies on.
+
+kmock 0.8 stores objects and streams watch events, but merges every write naively. This
+subclass adds, in one place: uid / resourceVersion / generation / creationTimestamp,
+server-side apply (create-or-update, fields the manager stopped applying are removed, a
+no-op apply changes nothing and emits no event), status-subresource writes, garbage
+collection through ownerReferences (cascading delete), discovery of the CRDs, and
+injectable API errors (409 / 5xx / 422) for the next N matching writes.
+
+kmock stays the only emulated component; nothing here knows about tokenfleet.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import itertools
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp.web
+import attrs
+import jsonpatch
+from kmock import KubernetesEmulator, KubernetesError, ResourceInfo, action, resource
+from kmock._internal import apps, dicts
+
+APPLY = "application/apply-patch+yaml"
+LLMSERVICES = "tokenfleet.dev/v1alpha1/llmservices"
+LWS = "leaderworkerset.x-k8s.io/v1/leaderworkersets"
+PODMONITORS = "monitoring.coreos.com/v1/podmonitors"
+
+# (group/version/plural, kind, has a status subresource)
+BUILTIN = (
+    ("apps/v1/deployments", "Deployment", True),
+    ("v1/services", "Service", True),
+    ("v1/configmaps", "ConfigMap", False),
+    ("v1/persistentvolumeclaims", "PersistentVolumeClaim", True),
+    ("v1/events", "Event", False),
+    ("v1/namespaces", "Namespace", True),
+    ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget", True),
+    (LLMSERVICES, "LLMService", True),
+)
+OPTIONAL = {LWS: ("LeaderWorkerSet", True), PODMONITORS: ("PodMonitor", False)}
+VERBS = {"create", "delete", "get", "list", "patch", "update", "watch"}
+CLUSTER_SCOPED = {"namespaces"}
+
+
+@dataclass
+class Fault:
+    method: str
+    path: re.Pattern[str]
+    status: int
+    times: int
+    message: str
+
+
+@attrs.define(kw_only=True)
+class Cluster(KubernetesEmulator):
+    _rv: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
+    _applied: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict, init=False)
+    _faults: list[Fault] = attrs.field(factory=list, init=False)
+    writes: list[tuple[str, str]] = attrs.field(factory=list, init=False)  # (method, path)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        for key, kind, status in BUILTIN:
+            self.declare(key, kind, status)
+
+    # --- test-facing helpers --------------------------------------------------------------
+
+    def declare(self, key: str, kind: str, status: bool = True) -> None:
+        plural = key.rsplit("/", 1)[-1]
+        self.resources[key] = ResourceInfo(
+            kind=kind,
+            namespaced=plural not in CLUSTER_SCOPED,
+            verbs=VERBS,
+            subresources={"status"} if status else set(),
+        )
+
+    def install(self, key: str) -> None:
+        """Install an optional CRD (LWS, PodMonitor) so discovery serves it."""
+        kind, status = OPTIONAL[key]
+        self.declare(key, kind, status)
+
+    def fail(
+        self, method: str, path: str, status: int, times: int = 1, message: str = "injected"
+    ) -> None:
+        """The next `times` requests with this method and a path matching `path` fail."""
+        self._faults.append(Fault(method.upper(), re.compile(path), status, times, message))
+
+    def get(self, key: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        k = (resource(key), namespace, name)
+        if k not in self.objects or self.objects[k].deleted:
+            return None
+        return copy.deepcopy(self.objects[k].raw)
+
+    def items(self, key: str) -> list[dict[str, Any]]:
+        res = resource(key)
+        return [
+            copy.deepcopy(obj.raw)
+            for (r, _, _), obj in self.objects.items()
+            if r == res and not obj.deleted
+        ]
+
+    # --- the apiserver ------------------------------------------------------------------
+
+    async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
+        if request.resource is None or request.action not in (
+            action.CREATE,
+            action.UPDATE,
+            action.DELETE,
+        ):
+            return await apps.RawHandler._handle(self, request)
+        method, path = str(request.method.value).upper(), request.url.path
+        for fault in self._faults:
+            if fault.times > 0 and fault.method == method and fault.path.search(path):
+                fault.times -= 1
+                return await self._render_error(
+                    KubernetesError(status=fault.status, reason="Injected", message=fault.message)
+                )
+        try:
+            async with self._lock:
+                events = self._mutate(request)
+                if events:
+                    self.writes.append((method, path))
+                for res, event in events:
+                    await self._buses[res].put(event)
+        except KubernetesError as error:
+            return await self._render_error(error)
+        return await apps.RawHandler._handle(self, request)
+
+    def _mutate(self, request: Any) -> list[tuple[Any, dict[str, Any]]]:
+        res, ns = request.resource, request.namespace
+        if res.plural in CLUSTER_SCOPED:
+            ns = None
+        data = request.data if isinstance(request.data, (dict, list)) else {}
+        content_type = request.headers.get("Content-Type", "")
+        if request.action == action.CREATE:
+            name = data.get("metadata", {}).get("name") or f"gen-{uuid.uuid4().hex[:8]}"
+            data.setdefault("metadata", {})["name"] = name
+            key = (res, ns or data["metadata"].get("namespace"), name)
+            if key in self.objects and not self.objects[key].deleted:
+                raise KubernetesError(409, "AlreadyExists", f"{res.plural} {name!r} already exists")
+            return [self._store(key, self._fresh(data, key[1]), "ADDED")]
+        key = (res, ns, request.name)
+        exists = key in self.objects and not self.objects[key].deleted
+        if request.action == action.DELETE:
+            if not exists:
+                raise KubernetesError(404, "NotFound", f"{res.plural} {request.name!r} not found")
+            return self._delete(key)
+        if APPLY in content_type:
+            return self._apply(key, data, request.params.get("fieldManager", ""), exists)
+        if not exists:
+            raise KubernetesError(404, "NotFound", f"{res.plural} {request.name!r} not found")
+        old = self.objects[key].raw
+        if request.subresource == "status" and isinstance(data, dict):
+            data = {"status": data.get("status")}
+        try:  # a dict is a merge patch, a list is a JSON patch (kopf uses both)
+            new = dict(dicts.patch_dict(copy.deepcopy(old), data))
+        except jsonpatch.JsonPatchException as error:  # e.g. a failed "test" op
+            raise KubernetesError(422, "Invalid", f"the JSON patch failed: {error}") from error
+        return self._update(key, old, new)
+
+    def _apply(
+        self, key: tuple[Any, ...], data: dict[str, Any], manager: str, exists: bool
+    ) -> list[tuple[Any, dict[str, Any]]]:
+        data = copy.deepcopy(data)
+        data.pop("status", None)
+        if not exists:
+            self._applied[(*key, manager)] = copy.deepcopy(data)
+            return [self._store(key, self._fresh(data, key[1]), "ADDED")]
+        old = self.objects[key].raw
+        previous = self._applied.get((*key, manager), {})
+        new = _prune(copy.deepcopy(old), previous, data)
+        new = _deep_merge(new, data)
+        self._applied[(*key, manager)] = copy.deepcopy(data)
+        return self._update(key, old, new)
+
+    def _update(
+        self, key: tuple[Any, ...], old: dict[str, Any], new: dict[str, Any]
+    ) -> list[tuple[Any, dict[str, Any]]]:
+        if new == old:
+            return []  # a no-op write: same resourceVersion, no watch event (as the apiserver)
+        meta = new.setdefault("metadata", {})
+        for field in ("uid", "creationTimestamp", "name", "namespace"):
+            if field in old.get("metadata", {}):
+                meta[field] = old["metadata"][field]
+        if _spec_of(new) != _spec_of(old):
+            meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
+        meta["resourceVersion"] = str(next(self._rv))
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self.objects[key].create(new)
+            return self._delete(key)
+        return [self._store(key, new, "MODIFIED")]
+
+    def _delete(self, key: tuple[Any, ...]) -> list[tuple[Any, dict[str, Any]]]:
+        obj = self.objects[key]
+        raw = copy.deepcopy(obj.raw)
+        meta = raw.get("metadata", {})
+        if meta.get("finalizers") and not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = _now()
+            meta["resourceVersion"] = str(next(self._rv))
+            return [self._store(key, raw, "MODIFIED")]
+        obj.delete()
+        for k in [k for k in self._applied if k[:3] == key]:
+            self._applied.pop(k)
+        events = [(key[0], {"type": "DELETED", "object": raw})]
+        # The garbage collector: dependents whose ownerReferences point at this uid go too.
+        uid = meta.get("uid")
+        for dep_key, dep in list(self.objects.items()):
+            if dep.deleted or dep_key == key:
+                continue
+            owners = dep.raw.get("metadata", {}).get("ownerReferences") or []
+            if any(o.get("uid") == uid for o in owners):
+                events += self._delete(dep_key)
+        return events
+
+    def _fresh(self, data: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+        meta = data.setdefault("metadata", {})
+        if namespace:
+            meta["namespace"] = namespace
+        meta["uid"] = str(uuid.uuid4())
+        meta["resourceVersion"] = str(next(self._rv))
+        meta["generation"] = 1
+        meta["creationTimestamp"] = _now()
+        return data
+
+    def _store(
+        self, key: tuple[Any, ...], raw: dict[str, Any], kind: str
+    ) -> tuple[Any, dict[str, Any]]:
+        if key in self.objects:
+            self.objects[key].create(raw)
+        else:
+            self.objects[key] = raw
+        return key[0], {"type": kind, "object": copy.deepcopy(raw)}
+
+
+def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = _deep_merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def _prune(current: dict[str, Any], before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """Remove fields the manager applied before and no longer applies (SSA ownership)."""
+    for key, value in before.items():
+        if key not in now:
+            current.pop(key, None)
+        elif (
+            isinstance(value, dict)
+            and isinstance(now[key], dict)
+            and isinstance(current.get(key), dict)
+        ):
+            current[key] = _prune(current[key], value, now[key])
+    return current
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
