@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tokenfleet import api, render
+from tokenfleet import render
 from tokenfleet.capacity import Plan, PlanRequest, get_gpu, load_model, plan
+from tokenfleet.commands.render import load_documents, render_documents
 from tokenfleet.engines import NodeRole, engine_command, sglang, vllm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -280,28 +280,28 @@ def test_vllm_fp8_case_passes_dtype_and_quantization(
     )
 
 
+def pod_templates(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    spec = manifest.get("spec", {})
+    if manifest["kind"] == "Deployment":
+        return [("server", spec["template"])]
+    if manifest["kind"] == "LeaderWorkerSet":
+        group = spec["leaderWorkerTemplate"]
+        return [("leader", group["leaderTemplate"]), ("worker", group["workerTemplate"])]
+    return []
+
+
 def example_commands() -> list[tuple[str, list[str]]]:
     """(label, command) of every engine container rendered for every example."""
     out: list[tuple[str, list[str]]] = []
     for path in EXAMPLES:
-        service = api.parse_llmservice(yaml.safe_load(path.read_text()))
-        plan_ = plan(api.to_plan_request(service))
-        for manifest in render.all(service, plan_):
-            spec = manifest.get("spec", {})
-            templates = []
-            if manifest["kind"] == "Deployment":
-                templates = [("pod", spec["template"])]
-            elif manifest["kind"] == "LeaderWorkerSet":
-                group = spec["leaderWorkerTemplate"]
-                templates = [
-                    ("leader", group["leaderTemplate"]),
-                    ("worker", group["workerTemplate"]),
-                ]
-            for role, template in templates:
-                for container in template["spec"]["containers"]:
-                    if container["name"] == render.ENGINE_CONTAINER:
-                        command = [*container.get("command", []), *container.get("args", [])]
-                        out.append((f"{path.stem}/{manifest['kind']}/{role}", command))
+        for rendered in render_documents(load_documents(str(path)), str(path)):
+            for manifest in rendered.manifests:
+                for role, template in pod_templates(manifest):
+                    for container in template["spec"]["containers"]:
+                        if container["name"] == render.ENGINE_CONTAINER:
+                            command = [*container["command"], *container["args"]]
+                            label = f"{path.stem}/{rendered.service.name}/{role}"
+                            out.append((label, command))
     return out
 
 
