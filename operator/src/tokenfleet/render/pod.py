@@ -101,10 +101,11 @@ def _resources(service: LLMService, plan: Plan) -> dict[str, Any]:
     requests: dict[str, Any] = {"cpu": str(max(2, 2 * gpus)), "memory": f"{4 + 6 * gpus}Gi"}
     limits: dict[str, Any] = {}
     if service.spec.resources is not None:
-        requests.update(service.spec.resources.requests.to_dict())
-        limits.update(service.spec.resources.limits.to_dict())
-    requests[gpu_resource] = gpus
-    limits[gpu_resource] = gpus
+        # Quantities as strings, the form the API server returns (no diff on re-apply).
+        requests.update({k: str(v) for k, v in service.spec.resources.requests.to_dict().items()})
+        limits.update({k: str(v) for k, v in service.spec.resources.limits.to_dict().items()})
+    requests[gpu_resource] = str(gpus)
+    limits[gpu_resource] = str(gpus)  # extended resources: limit must equal request
     return {"requests": requests, "limits": limits}
 
 
@@ -213,7 +214,9 @@ def _volumes(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
 def pod_template(service: LLMService, plan: Plan, role: Role) -> dict[str, Any]:
     spec = service.spec
     info = engine_info(plan.engine)
-    pod_labels = {**spec.pod_template.labels, **labels(service), ROLE_LABEL: role}
+    # The user's extra labels come after ours and cannot replace them (selectors use ours).
+    pod_labels = {**labels(service), ROLE_LABEL: role}
+    pod_labels.update({k: v for k, v in spec.pod_template.labels.items() if k not in pod_labels})
     annotations = dict(spec.pod_template.annotations)
     if role != "worker":
         # For Prometheus setups without the Prometheus Operator (no PodMonitor).
