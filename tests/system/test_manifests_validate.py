@@ -1,0 +1,152 @@
+"""Every manifest tokenfleet renders is valid Kubernetes, checked by real validators.
+
+Inputs: every LLMService in examples/ and in tests/unit/render/cases/, rendered exactly as
+`tokenfleet render` (and the operator) does.
+
+- Core kinds (Deployment, Service, PodDisruptionBudget, PersistentVolumeClaim) go through
+  the `kubernetes-validate --strict` command (unknown fields are errors) against
+  Kubernetes 1.30 (the oldest release we target) and the newest the package ships.
+- kubernetes-validate has no schemas for custom resources. LeaderWorkerSet and PodMonitor
+  are checked with jsonschema against schemas transcribed from the projects' Go types
+  (tests/data/*.schema.json, every spec field listed, unknown fields rejected), and the
+  LeaderWorkerSet's leader and worker pod templates, the bulk of it, are validated by
+  kubernetes-validate --strict as core v1 PodTemplate objects.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from tokenfleet.commands.render import load_documents, render_documents
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMAS = REPO / "tests" / "data"
+SOURCES = sorted((REPO / "examples").glob("*.yaml")) + sorted(
+    (REPO / "tests" / "unit" / "render" / "cases").glob("*.yaml")
+)
+VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
+CRD_SCHEMAS = {
+    "LeaderWorkerSet": "leaderworkerset-v1.schema.json",
+    "PodMonitor": "podmonitor-v1.schema.json",
+}
+VALIDATOR = Path(sys.executable).parent / "kubernetes-validate"
+
+
+@cache
+def rendered() -> list[tuple[str, dict[str, Any]]]:
+    """(label, manifest) for every manifest of every source."""
+    out = []
+    for path in SOURCES:
+        source = str(path.relative_to(REPO))
+        for r in render_documents(load_documents(str(path)), source):
+            for m in r.manifests:
+                out.append((f"{source}: {m['kind']}/{m['metadata']['name']}", m))
+    assert len(out) >= 4 * len(SOURCES), "every source renders at least four manifests"
+    return out
+
+
+def core_documents() -> list[dict[str, Any]]:
+    """Core-kind manifests, plus each LWS pod template as a v1 PodTemplate."""
+    docs = []
+    for _, m in rendered():
+        if m["kind"] == "LeaderWorkerSet":
+            group = m["spec"]["leaderWorkerTemplate"]
+            for role in ("leader", "worker"):
+                meta = {"name": f"{m['metadata']['name']}-{role}"}
+                meta["namespace"] = m["metadata"]["namespace"]
+                docs.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "PodTemplate",
+                        "metadata": meta,
+                        "template": group[f"{role}Template"],
+                    }
+                )
+        elif m["kind"] not in CRD_SCHEMAS:
+            docs.append(m)
+    return docs
+
+
+def run_validator(docs: list[dict[str, Any]], version: str, tmp: Path) -> tuple[int, str]:
+    path = tmp / f"manifests-{version}.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    if not VALIDATOR.exists():
+        pytest.fail(f"{VALIDATOR} missing: run `make venv` (kubernetes-validate)", pytrace=False)
+    proc = subprocess.run(
+        [str(VALIDATOR), "--strict", "--kubernetes-version", version, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_core_manifests_pass_kubernetes_validate_strict(version: str, tmp_path: Path) -> None:
+    docs = core_documents()
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "Service", "PodDisruptionBudget", "PodTemplate"} <= kinds
+    assert "PersistentVolumeClaim" in kinds
+    code, output = run_validator(docs, version, tmp_path)
+    problems = [line for line in output.splitlines() if not line.startswith("INFO")]
+    assert code == 0 and not problems, "\n".join(problems)
+    passed = [line for line in output.splitlines() if " passed for resource " in line]
+    assert len(passed) == len(docs), output  # nothing skipped for want of a schema
+
+
+def test_the_validator_rejects_an_unknown_field(tmp_path: Path) -> None:
+    """The check above can fail: a misspelled pod field is caught in strict mode."""
+    deployment = next(m for _, m in rendered() if m["kind"] == "Deployment")
+    broken = json.loads(json.dumps(deployment))
+    broken["spec"]["template"]["spec"]["enableServiceLink"] = False
+    code, output = run_validator([broken], VERSIONS[0], tmp_path)
+    assert code != 0
+    assert "enableServiceLink" in output
+
+
+@pytest.mark.parametrize("kind", sorted(CRD_SCHEMAS))
+def test_custom_resources_match_their_schemas(kind: str) -> None:
+    schema = json.loads((SCHEMAS / CRD_SCHEMAS[kind]).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    checked = 0
+    failures = []
+    for label, m in rendered():
+        if m["kind"] != kind:
+            continue
+        checked += 1
+        for error in validator.iter_errors(m):
+            where = ".".join(str(p) for p in error.absolute_path)
+            failures.append(f"{label}: {where}: {error.message}")
+    assert checked, f"no {kind} rendered"
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "value"),
+    [
+        ("LeaderWorkerSet", ("spec", "startupPolicy"), "LeaderFirst"),
+        ("LeaderWorkerSet", ("spec", "leaderWorkerTemplate", "sizee"), 2),
+        ("PodMonitor", ("spec", "podMetricsEndpoints", 0, "interval"), "15 seconds"),
+        ("PodMonitor", ("spec", "podMetricsEndpoints", 0, "relabelings", 0, "action"), "rename"),
+    ],
+)
+def test_the_custom_resource_schemas_reject_mistakes(
+    kind: str, path: tuple[str | int, ...], value: Any
+) -> None:
+    schema = json.loads((SCHEMAS / CRD_SCHEMAS[kind]).read_text())
+    manifest = json.loads(json.dumps(next(m for _, m in rendered() if m["kind"] == kind)))
+    target: Any = manifest
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(manifest))
