@@ -261,3 +261,29 @@ def test_startup_budget_grows_with_the_weights_a_node_loads() -> None:
     small, big = render_case("vllm-8b-l4-minimal").plan, render_case("vllm-405b-two-nodes").plan
     assert 600 <= timing.startup_seconds(small) < timing.startup_seconds(big) <= 7200
     assert timing.startup_seconds(big) >= 3600  # ~378 GiB per node
+
+
+@pytest.mark.parametrize(
+    ("case_name", "name", "message"),
+    [
+        ("vllm-8b-l4-minimal", "llama-3.1", r"metadata\.name=llama-3\.1: .*DNS-1035.*llama-3-1$"),
+        ("vllm-8b-l4-minimal", "8b-chat", r"e\.g\. llm-8b-chat$"),
+        ("vllm-8b-l4-minimal", "a" * 64, r"64 characters is too long for its Service"),
+        ("vllm-405b-two-nodes", "a" * 45, r"too long for its LeaderWorkerSet's pod labels .* 44"),
+    ],
+)
+def test_names_that_cannot_name_the_objects_are_refused(
+    case_name: str, name: str, message: str
+) -> None:
+    r = render_case(case_name)
+    renamed = r.service.model_copy(update={"metadata": {**r.service.metadata, "name": name}})
+    with pytest.raises(render.RenderError, match=message):
+        render.all(renamed, r.plan)
+
+
+def test_longest_allowed_names_render() -> None:
+    for case_name, length in (("vllm-8b-l4-minimal", 63), ("vllm-405b-two-nodes", 44)):
+        r = render_case(case_name)
+        metadata = {**r.service.metadata, "name": "a" * length}
+        renamed = r.service.model_copy(update={"metadata": metadata})
+        assert render.all(renamed, r.plan)

@@ -11,11 +11,13 @@ point, used by the controller and by `tokenfleet render`. It returns, in apply o
 Manifests carry namespace and labels but no ownerReferences: the controller adds those
 (controller.reconcile.own) since only it knows the LLMService's uid. A plan that needs
 several nodes per replica while LeaderWorkerSet is not installed raises RenderError (a
-PlanError) with the install hint, instead of rendering a workload that cannot run.
+PlanError) with the install hint, instead of rendering a workload that cannot run; so does
+a metadata.name that cannot name a Service (check_name).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tokenfleet.api import LLMService
@@ -56,6 +58,41 @@ class RenderError(PlanError):
     """The plan cannot be rendered for this cluster (names the field and the fix)."""
 
 
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# The Service carries the LLMService's name: a DNS-1035 label of at most 63 characters.
+# A LeaderWorkerSet `<name>-lws` makes StatefulSets `<name>-lws-<group>` whose pods get a
+# `controller-revision-hash: <statefulset>-<10-char hash>` label (at most 63 characters),
+# which leaves 44 for the name with up to 999 groups.
+MAX_NAME = 63
+MAX_NAME_MULTI_NODE = 63 - len("-lws") - len("-999") - 11
+
+
+def _suggest(name: str) -> str:
+    fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    return fixed if fixed[:1].isalpha() else f"llm-{fixed}"
+
+
+def check_name(llmservice: LLMService, plan: Plan) -> None:
+    name = llmservice.name
+    limit = MAX_NAME_MULTI_NODE if plan.nodes_per_replica > 1 else MAX_NAME
+    if not DNS_LABEL.match(name):
+        raise RenderError(
+            "metadata.name",
+            name,
+            "the Service of an LLMService has its name, and Service names are DNS-1035 "
+            "labels (lowercase letters, digits and '-', starting with a letter)",
+            f"rename the LLMService, e.g. {_suggest(name)}",
+        )
+    if len(name) > limit:
+        why = "its LeaderWorkerSet's pod labels" if limit < MAX_NAME else "its Service"
+        raise RenderError(
+            "metadata.name",
+            name,
+            f"{len(name)} characters is too long for {why} (at most {limit})",
+            f"use a name of at most {limit} characters",
+        )
+
+
 def all(
     llmservice: LLMService,
     plan: Plan,
@@ -63,6 +100,7 @@ def all(
     monitoring_available: bool = True,
     lws_available: bool = True,
 ) -> list[dict[str, Any]]:
+    check_name(llmservice, plan)
     if plan.nodes_per_replica > 1 and not lws_available:
         raise RenderError(
             "spec.gpu",
