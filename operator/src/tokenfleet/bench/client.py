@@ -2,9 +2,14 @@
 
 Kept cheap on purpose, because the same client must drive thousands of requests per
 second against the simulator: request bodies are serialised before the clock starts, one
-httpx.AsyncClient holds keep-alive connections, chunks are parsed with a tiny SSE parser,
-and the dispatcher takes a concurrency slot before it creates a task, so a closed loop
-(`--request-rate inf --max-concurrency N --duration S`) never queues unbounded work.
+aiohttp ClientSession holds keep-alive connections, chunks are parsed with a tiny SSE
+parser, and the dispatcher takes a concurrency slot before it creates a task, so a closed
+loop (`--request-rate inf --max-concurrency N --duration S`) never queues unbounded work.
+
+The streaming path uses aiohttp rather than httpx (used for the one-off model lookup):
+measured in tests/bench/bench_client_overhead.py, httpx/httpcore spent about 3 ms of CPU per
+request (a connection-pool scan linear in the pool size per request, and a failed
+`import sniffio` per request), capping one client near 300 requests/s on this machine.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import httpx
 
 from tokenfleet.bench.arrival import arrival_offsets, iter_arrivals
@@ -92,7 +98,7 @@ def _chunk_text(choice: dict[str, Any], chat: bool) -> tuple[bool, str]:
 
 
 async def send_one(
-    client: httpx.AsyncClient,
+    client: aiohttp.ClientSession,
     url: str,
     body: bytes,
     prompt_len: int,
@@ -110,12 +116,12 @@ async def send_one(
     start = last = perf()
     out.start_time = start
     try:
-        async with client.stream("POST", url, content=body, headers=headers) as resp:
-            if resp.status_code != 200:
-                detail = (await resp.aread()).decode(errors="replace")[:300]
-                out.error = f"HTTP {resp.status_code} from {url}: {detail}"
+        async with client.post(url, data=body, headers=headers) as resp:
+            if resp.status != 200:
+                detail = (await resp.read()).decode(errors="replace")[:300]
+                out.error = f"HTTP {resp.status} from {url}: {detail}"
                 return out
-            async for data in resp.aiter_bytes():
+            async for data in resp.content.iter_any():
                 now = perf()
                 for payload in parser.feed(data):
                     if payload == b"[DONE]":
@@ -143,7 +149,7 @@ async def send_one(
                         if usage.get("prompt_tokens"):
                             # The server's own count beats our word-count estimate.
                             out.prompt_len = int(usage["prompt_tokens"])
-    except (httpx.HTTPError, OSError, ValueError) as error:
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
         out.error = f"{type(error).__name__} talking to {url}: {error}"
         return out
     if chunks == 0:
@@ -193,14 +199,16 @@ def _offsets(cfg: BenchConfig) -> Iterator[float]:
     return iter(arrival_offsets(cfg.num_prompts, cfg.request_rate, cfg.burstiness, rng))
 
 
-def make_client(max_concurrency: int | None, timeout_s: float) -> httpx.AsyncClient:
-    """One pooled client. trust_env=False: a proxy from the environment must never sit
-    between the benchmark and a local server (it would be measured too)."""
-    pool = max_concurrency or 4096
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(timeout_s, connect=30.0),
-        limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool),
+def make_client(max_concurrency: int | None, timeout_s: float) -> aiohttp.ClientSession:
+    """One pooled session. trust_env stays False: a proxy from the environment must never
+    sit between the benchmark and a local server (it would be measured too)."""
+    connector = aiohttp.TCPConnector(limit=max_concurrency or 0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=timeout_s, sock_connect=30.0),
         trust_env=False,
+        # The body is sent as prepared bytes and never decoded by aiohttp's JSON helpers.
+        skip_auto_headers=("User-Agent",),
     )
 
 
@@ -224,7 +232,7 @@ async def run_benchmark(cfg: BenchConfig) -> tuple[list[RequestOutput], float]:
     progress = Progress(cfg.num_prompts, cfg.progress)
     tasks: list[asyncio.Task[RequestOutput]] = []
 
-    async def one(client: httpx.AsyncClient, body: bytes, prompt_len: int) -> RequestOutput:
+    async def one(client: aiohttp.ClientSession, body: bytes, prompt_len: int) -> RequestOutput:
         try:
             return await send_one(client, url, body, prompt_len, cfg.chat, headers)
         finally:
