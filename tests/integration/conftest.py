@@ -7,8 +7,8 @@ official client reading $KUBECONFIG), pointed at the emulator by a kubeconfig fi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -56,16 +56,44 @@ def kubeconfig_for(server: str) -> dict[str, Any]:
 
 
 class RunningOperator:
-    def __init__(self, reconciler: Reconciler, task: asyncio.Task[None], stop: asyncio.Event):
+    """The operator on its own thread and event loop, as in production: kopf treats every
+    task of its loop as its own and cancels them at exit, so it must not share the test's."""
+
+    def __init__(self, reconciler: Reconciler, registry: kopf.OperatorRegistry) -> None:
         self.reconciler = reconciler
         self.metrics = reconciler.metrics
-        self.task = task
-        self.stop_flag = stop
+        self.ready = threading.Event()
+        self.stop_flag = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(registry,), daemon=True)
+
+    def _run(self, registry: kopf.OperatorRegistry) -> None:
+        try:
+            asyncio.run(
+                kopf.operator(
+                    registry=registry,
+                    standalone=True,
+                    clusterwide=True,
+                    stop_flag=self.stop_flag,
+                    ready_flag=self.ready,
+                )
+            )
+        except BaseException as error:  # surfaced by the tests via .error
+            self.error = error
+
+    async def start(self) -> None:
+        self.thread.start()
+        started = await asyncio.to_thread(self.ready.wait, WAIT_SECONDS)
+        assert started, f"the operator did not start: {self.error!r}"
+
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive()
 
     async def stop(self) -> None:
         self.stop_flag.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(self.task, timeout=WAIT_SECONDS)
+        await asyncio.to_thread(self.thread.join, WAIT_SECONDS)
+        assert not self.thread.is_alive(), "the operator did not stop"
 
 
 StartOperator = Callable[..., Awaitable[RunningOperator]]
@@ -84,25 +112,16 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
             pipeline or default_pipeline(),
         )
         registry = build_registry(reconciler, credentials, Options(**options))
-        stop, ready = asyncio.Event(), asyncio.Event()
-        task = asyncio.create_task(
-            kopf.operator(
-                registry=registry,
-                standalone=True,
-                clusterwide=True,
-                stop_flag=stop,
-                ready_flag=ready,
-            )
-        )
-        await asyncio.wait_for(ready.wait(), timeout=WAIT_SECONDS)
-        handle = RunningOperator(reconciler, task, stop)
+        handle = RunningOperator(reconciler, registry)
         running.append(handle)
+        await handle.start()
         return handle
 
-    logging.getLogger("kopf").setLevel(logging.DEBUG)
+    logging.getLogger("kopf").setLevel(logging.INFO)
     yield start
     for handle in running:
-        await handle.stop()
+        if handle.alive:
+            await handle.stop()
 
 
 def default_pipeline() -> Pipeline:

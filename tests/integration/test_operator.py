@@ -260,7 +260,7 @@ async def test_invalid_spec_is_degraded_with_the_parse_message(
     assert degraded["reason"] == "InvalidSpec"
     assert "maxModelLenn" in degraded["message"]
     assert owned(cluster) == []
-    assert not operator.task.done()  # the operator is still running
+    assert operator.alive  # the operator is still running
 
 
 async def test_missing_leaderworkerset_crd_is_degraded_and_creates_nothing(
@@ -290,10 +290,8 @@ async def test_leaderworkerset_is_applied_when_the_crd_exists(
     cluster.install(LWS)
     await start_operator()
     await create(cluster, example("llama-3.1-405b-multinode.yaml"))
-    lws = await eventually(
-        lambda: cluster.get(LWS, NAMESPACE, "llama-3-1-405b"), what="the LeaderWorkerSet"
-    )
-    assert lws["metadata"]["ownerReferences"][0]["kind"] == "LLMService"
+    lws = await eventually(lambda: cluster.items(LWS), what="the LeaderWorkerSet")
+    assert lws[0]["metadata"]["ownerReferences"][0]["name"] == "llama-3-1-405b"
     assert cluster.items(DEPLOYMENTS) == []
 
 
@@ -329,7 +327,7 @@ async def test_conflict_and_server_errors_are_retried_until_applied(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
     cluster.fail("PATCH", r"/deployments/llama-3-1-8b$", 409, times=1)
-    cluster.fail("PATCH", r"/services/llama-3-1-8b$", 500, times=2)
+    cluster.fail("PATCH", r"/services/llama-3-1-8b$", 500, times=1)
     operator = await start_operator()
     await create(cluster, example("llama-3.1-8b-l4.yaml"))
 

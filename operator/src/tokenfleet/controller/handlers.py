@@ -205,10 +205,15 @@ def build_registry(
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
     async def reconcile(
-        body: kopf.Body, namespace: str | None, name: str, logger: kopf.Logger, **_: Any
+        body: kopf.Body,
+        namespace: str | None,
+        name: str,
+        logger: kopf.Logger,
+        retry: int,
+        **_: Any,
     ) -> None:
         drift.track(namespace or "", name)
-        await reconciler.reconcile(body, logger)
+        await reconciler.reconcile(body, logger, retry)
 
     for group_version, plural in OWNED_RESOURCES:
         _watch_owned(registry, reconciler, drift, group_version, plural)

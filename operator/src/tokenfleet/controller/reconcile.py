@@ -32,6 +32,8 @@ LWS_INSTALL = (
     "https://github.com/kubernetes-sigs/lws/releases/latest/download/manifests.yaml)"
 )
 WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
+# Backoff for conflicts and apiserver errors, by kopf's retry count of the handler.
+RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
 
 class Refused(Exception):
@@ -82,7 +84,10 @@ class Reconciler:
         return self.written.get((kind, namespace, name)) == resource_version
 
     async def reconcile(
-        self, body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]
+        self,
+        body: Mapping[str, Any],
+        logger: logging.Logger | logging.LoggerAdapter[Any],
+        retry: int = 0,
     ) -> dict[str, Any]:
         """Reconcile and write status. Raises kopf.TemporaryError on retryable API errors."""
         meta = body.get("metadata", {})
@@ -95,7 +100,8 @@ class Reconciler:
                     raise
                 self.metrics.reconciles.labels("retry").inc()
                 self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
-                raise kopf.TemporaryError(str(error), delay=5) from error
+                delay = RETRY_DELAYS[min(retry, len(RETRY_DELAYS) - 1)]
+                raise kopf.TemporaryError(str(error), delay=delay) from error
             finally:
                 self.metrics.reconcile_duration.observe(time.perf_counter() - started)
             self.metrics.reconciles.labels(result).inc()
