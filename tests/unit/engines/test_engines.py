@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 
 from tokenfleet.capacity import Plan, PlanError, PlanRequest, get_gpu, load_model, plan
-from tokenfleet.engines import ENGINES, NodeRole, engine_args, engine_command, engine_info
+from tokenfleet.engines import (
+    ENGINES,
+    NodeRole,
+    engine_args,
+    engine_command,
+    engine_info,
+    worker_serves_health,
+)
 from tokenfleet.engines.common import fmt_fraction
 
 LEADER = NodeRole(2, 0, "$(LWS_LEADER_ADDRESS)")
@@ -251,3 +258,11 @@ def test_vllm_lists_old_and_new_itl_names() -> None:
 def test_unknown_engine_names_the_field() -> None:
     with pytest.raises(PlanError, match=r"^engine=tgi: unknown engine; use vllm or sglang"):
         engine_info("tgi")
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "want"),
+    [("vllm", None, False), ("sglang", None, True), ("sglang", "0.4.9", False)],
+)
+def test_worker_serves_health(engine: str, version: str | None, want: bool) -> None:
+    assert worker_serves_health(big(engine, engine_version=version)) is want

@@ -14,7 +14,7 @@ from render_cases import CASES, render_case
 from tokenfleet import render
 from tokenfleet.capacity import PlanError
 from tokenfleet.commands.render import Rendered
-from tokenfleet.engines import ENGINES
+from tokenfleet.engines import ENGINES, worker_serves_health
 from tokenfleet.render import timing
 
 MULTI_NODE = [c for c in CASES if "two-nodes" in c]
@@ -145,7 +145,7 @@ def test_probes_ports_and_drain(case: Rendered) -> None:
         assert c["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", str(drain)]
         assert template["spec"]["terminationGracePeriodSeconds"] > drain
         assert template["spec"]["enableServiceLinks"] is False
-        if role == "worker":  # no HTTP server on the other ranks
+        if role == "worker" and not worker_serves_health(case.plan):  # vLLM --headless ranks
             assert "ports" not in c
             assert not {"startupProbe", "readinessProbe", "livenessProbe"} & c.keys()
             continue
@@ -287,3 +287,11 @@ def test_longest_allowed_names_render() -> None:
         metadata = {**r.service.metadata, "name": "a" * length}
         renamed = r.service.model_copy(update={"metadata": metadata})
         assert render.all(renamed, r.plan)
+
+
+@pytest.mark.parametrize(("name", "probed"), [("sglang-405b-two-nodes", True),
+                                              ("vllm-405b-two-nodes", False)])  # fmt: skip
+def test_workers_are_probed_only_where_they_answer_health(name: str, probed: bool) -> None:
+    lws = by_kind(render_case(name))["LeaderWorkerSet"]
+    worker = engine(templates(lws)["worker"])
+    assert ("startupProbe" in worker) is probed

@@ -8,7 +8,8 @@ Public names:
   node=None) -> list[str]: what follows the program (model + flags), `extra_args` last.
 - engine_command(...same..., program=None) -> list[str]: the full container command.
 - engine_info(name) -> EngineInfo: port, health_path, metrics_path, metrics (MetricNames),
-  metrics_need_flag, workers_serve_http, dist_port.
+  metrics_need_flag, workers_health_since, dist_port.
+- worker_serves_health(plan) -> bool: whether multi-node workers answer /health (probes).
 - NodeRole(nnodes, node_rank, leader_address): one node of a multi-node replica; rank and
   address may be "$(LWS_WORKER_INDEX)" / "$(LWS_LEADER_ADDRESS)" (expanded by the kubelet).
 - ENGINES: {"vllm": INFO, "sglang": INFO}; PROGRAMS: {"vllm": ("vllm", "serve"), ...}.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tokenfleet.capacity.engine_profiles import parse_version
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines import sglang, vllm
@@ -36,6 +38,7 @@ __all__ = [
     "engine_args",
     "engine_command",
     "engine_info",
+    "worker_serves_health",
 ]
 
 
@@ -44,6 +47,11 @@ def engine_info(name: str) -> EngineInfo:
         return ENGINES[name]
     except KeyError:
         raise PlanError("engine", name, "unknown engine", "use vllm or sglang") from None
+
+
+def worker_serves_health(plan: Plan) -> bool:
+    since = engine_info(plan.engine).workers_health_since
+    return since is not None and parse_version(plan.engine_version) >= since
 
 
 def engine_args(

@@ -48,7 +48,9 @@ INFO = EngineInfo(
     metrics_path="/metrics",
     metrics=METRICS,
     metrics_need_flag=True,
-    workers_serve_http=False,
+    # node_rank >= 1 starts a small /health server once its scheduler is ready (checked in
+    # 0.5.23's engine.py: launch_dummy_health_check_server).
+    workers_health_since=(0, 5, 0),
     dist_port=DIST_INIT_PORT,
 )
 

@@ -41,7 +41,9 @@ class EngineInfo:
     metrics_path: str
     metrics: MetricNames
     metrics_need_flag: bool  # SGLang exports nothing unless started with --enable-metrics
-    workers_serve_http: bool  # whether non-leader nodes of a multi-node replica answer HTTP
+    # First version whose non-leader nodes (of a multi-node replica) answer /health on the
+    # engine port; None: they serve no HTTP at all.
+    workers_health_since: tuple[int, int, int] | None
     dist_port: int  # rendezvous port on the leader of a multi-node replica
 
 

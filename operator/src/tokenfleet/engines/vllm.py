@@ -58,7 +58,7 @@ INFO = EngineInfo(
     metrics_path="/metrics",
     metrics=METRICS,
     metrics_need_flag=False,
-    workers_serve_http=False,
+    workers_health_since=None,  # --headless ranks run no API server
     dist_port=MASTER_PORT,
 )
 

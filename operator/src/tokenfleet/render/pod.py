@@ -10,7 +10,13 @@ from typing import Any, Literal
 
 from tokenfleet.api import LLMService
 from tokenfleet.capacity.types import Plan
-from tokenfleet.engines import PROGRAMS, NodeRole, engine_command, engine_info
+from tokenfleet.engines import (
+    PROGRAMS,
+    NodeRole,
+    engine_command,
+    engine_info,
+    worker_serves_health,
+)
 from tokenfleet.render import timing
 from tokenfleet.render.meta import ENGINE_CONTAINER, PORT_NAME, ROLE_LABEL, labels
 
@@ -173,12 +179,13 @@ def engine_container(service: LLMService, plan: Plan, role: Role) -> dict[str, A
         "command": program,
         "args": args,
     }
-    if role != "worker":
+    serves_http = role != "worker" or worker_serves_health(plan)
+    if serves_http:
         container["ports"] = [{"name": PORT_NAME, "containerPort": info.port, "protocol": "TCP"}]
     container["env"] = _env(service, plan)
     container["resources"] = _resources(service, plan)
     container["volumeMounts"] = mounts
-    if role != "worker" or info.workers_serve_http:
+    if serves_http:
         container.update(_probes(plan))
     # Leaving the endpoints takes a moment to propagate; meanwhile running requests finish.
     # Workers wait as long, so their leader never loses its GPUs mid-drain.
