@@ -109,7 +109,7 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
         reconciler = Reconciler(
             KubeClient(credentials.current, discovery_ttl=0.5),
             Metrics(),
-            pipeline or default_pipeline(),
+            pipeline or Pipeline.default(),
         )
         registry = build_registry(reconciler, credentials, Options(**options))
         handle = RunningOperator(reconciler, registry)
@@ -122,16 +122,6 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
     for handle in running:
         if handle.alive:
             await handle.stop()
-
-
-def default_pipeline() -> Pipeline:
-    """The real pipeline; render falls back to a stand-in until tokenfleet.render lands."""
-    from tokenfleet import api, capacity, render
-
-    render_all = getattr(render, "all", None)
-    if render_all is None:
-        from stand_in_render import render_all
-    return Pipeline(api.parse_llmservice, api.to_plan_request, capacity.plan, render_all)
 
 
 async def eventually(

@@ -59,7 +59,7 @@ class Pipeline:
     def default(cls) -> Pipeline:
         from tokenfleet import api, capacity, render
 
-        return cls(api.parse_llmservice, api.to_plan_request, capacity.plan, render.all)  # type: ignore[attr-defined]
+        return cls(api.parse_llmservice, api.to_plan_request, capacity.plan, render.all)
 
 
 @dataclass
