@@ -100,7 +100,7 @@ async def test_unreachable_server_fails_requests_not_the_run() -> None:
 
 
 async def test_max_concurrency_is_respected(server: FakeOpenAI) -> None:
-    server.ttft_s = 0.01
+    server.ttft_s = 0.05  # long enough that every slot fills before the first finishes
     outputs, _ = await run_benchmark(_cfg(server.url, num_prompts=12, max_concurrency=3))
     assert all(o.success for o in outputs)
     assert server.peak_in_flight == 3
@@ -115,7 +115,7 @@ async def test_duration_stops_issuing(server: FakeOpenAI) -> None:
 
 
 async def test_closed_loop_with_duration_keeps_concurrency(server: FakeOpenAI) -> None:
-    server.ttft_s = 0.01
+    server.ttft_s = 0.05
     cfg = _cfg(server.url, num_prompts=None, max_concurrency=2, duration=0.2)
     outputs, _ = await run_benchmark(cfg)
     assert len(outputs) >= 2
