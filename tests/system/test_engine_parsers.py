@@ -10,7 +10,8 @@ and reports the parsed values, which must be the plan's values.
 
 Cases: a table of plans (8B on L4, TP8 70B, 405B across two nodes as leader and worker,
 FP8 KV cache, SGLang single and multi-node, vLLM before 0.12 with Ray) and the container
-commands of every manifest rendered for every file in examples/.
+commands of every manifest rendered for every file in examples/ and
+tests/unit/render/cases/.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ from tokenfleet.commands.render import load_documents, render_documents
 from tokenfleet.engines import NodeRole, engine_command, sglang, vllm
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+# The examples, and the render unit-test inputs (which exercise every engine option).
+SOURCES = sorted((REPO / "examples").glob("*.yaml")) + sorted(
+    (REPO / "tests/unit/render/cases").glob("*.yaml")
+)
 # Values the kubelet would put in place of LeaderWorkerSet's $(VAR) references.
 LWS_ENV = {
     "$(LWS_WORKER_INDEX)": "1",
@@ -293,7 +297,7 @@ def pod_templates(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def example_commands() -> list[tuple[str, list[str]]]:
     """(label, command) of every engine container rendered for every example."""
     out: list[tuple[str, list[str]]] = []
-    for path in EXAMPLES:
+    for path in SOURCES:
         for rendered in render_documents(load_documents(str(path)), str(path)):
             for manifest in rendered.manifests:
                 for role, template in pod_templates(manifest):
@@ -308,7 +312,7 @@ def example_commands() -> list[tuple[str, list[str]]]:
 @pytest.mark.engines
 def test_every_example_renders_commands_the_engines_accept() -> None:
     commands = example_commands()
-    assert len(commands) >= len(EXAMPLES)
+    assert len(commands) >= len(SOURCES)
     by_engine: dict[str, list[tuple[str, list[str]]]] = {"vllm": [], "sglang": []}
     for label, command in commands:
         engine, args = split_command(command)
