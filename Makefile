@@ -67,8 +67,10 @@ demo: venv
 	$(BIN)/tokenfleet plan --model meta-llama/Llama-3.1-8B --gpu l4 --concurrency 16
 	$(BIN)/tokenfleet plan --model meta-llama/Llama-3.1-405B --gpu h100-sxm --max-model-len 16384
 
-bench: venv
-	$(BIN)/pytest tests/bench --benchmark-enable -p no:randomly -q
+# Benchmarks print their numbers (-s); none asserts on time. bench_*.py are the longer
+# ones that `make test` does not run.
+bench: venv engines
+	$(BIN)/pytest -s tests/bench tests/bench/bench_*.py --benchmark-enable
 
 crd: venv
 	$(BIN)/tokenfleet crd
