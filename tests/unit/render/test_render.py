@@ -295,3 +295,14 @@ def test_workers_are_probed_only_where_they_answer_health(name: str, probed: boo
     lws = by_kind(render_case(name))["LeaderWorkerSet"]
     worker = engine(templates(lws)["worker"])
     assert ("startupProbe" in worker) is probed
+
+
+@pytest.mark.parametrize(("surge", "unavailable"), [(0, 0), ("0%", 0), (0, "0%")])
+def test_rollout_that_cannot_progress_is_refused(surge: int | str, unavailable: int | str) -> None:
+    r = render_case("vllm-8b-l4-minimal")
+    rollout = r.service.spec.rollout.model_copy(
+        update={"max_surge": surge, "max_unavailable": unavailable}
+    )
+    spec = r.service.spec.model_copy(update={"rollout": rollout})
+    with pytest.raises(render.RenderError, match=r"^spec\.rollout\.maxUnavailable=0.*maxSurge"):
+        render.all(r.service.model_copy(update={"spec": spec}), r.plan)

@@ -93,6 +93,23 @@ def check_name(llmservice: LLMService, plan: Plan) -> None:
         )
 
 
+def _is_zero(value: int | str) -> bool:
+    return str(value).strip().rstrip("%") in ("0", "")
+
+
+def check_rollout(llmservice: LLMService) -> None:
+    """Deployments and LeaderWorkerSets both reject maxSurge 0 with maxUnavailable 0 (an
+    update could never make progress); say so before the API server does."""
+    rollout = llmservice.spec.rollout
+    if _is_zero(rollout.max_surge) and _is_zero(rollout.max_unavailable):
+        raise RenderError(
+            "spec.rollout.maxUnavailable",
+            rollout.max_unavailable,
+            "is 0 while maxSurge is 0 too, so an update could never replace a pod",
+            "set maxUnavailable: 1 (no spare GPUs needed) or maxSurge: 1 (one spare replica)",
+        )
+
+
 def all(
     llmservice: LLMService,
     plan: Plan,
@@ -101,6 +118,7 @@ def all(
     lws_available: bool = True,
 ) -> list[dict[str, Any]]:
     check_name(llmservice, plan)
+    check_rollout(llmservice)
     if plan.nodes_per_replica > 1 and not lws_available:
         raise RenderError(
             "spec.gpu",
