@@ -63,9 +63,12 @@ test: venv engines prometheus lint
 test-fast: venv
 	$(BIN)/pytest tests/unit
 
+# The main job on embedded defaults: size two deployments, then show exactly what the
+# operator would apply for the 8B example (no cluster needed).
 demo: venv
-	$(BIN)/tokenfleet plan --model meta-llama/Llama-3.1-8B --gpu l4 --concurrency 16
+	$(BIN)/tokenfleet plan --model meta-llama/Llama-3.1-8B --gpu l4 --max-model-len 8192 --concurrency 8
 	$(BIN)/tokenfleet plan --model meta-llama/Llama-3.1-405B --gpu h100-sxm --max-model-len 16384
+	$(BIN)/tokenfleet render -f examples/llama-3.1-8b-l4.yaml
 
 # Benchmarks print their numbers (-s); none asserts on time. bench_*.py are the longer
 # ones that `make test` does not run.
