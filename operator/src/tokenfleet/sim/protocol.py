@@ -46,6 +46,24 @@ def bad_request(message: str, param: str | None = None) -> ApiError:
     return ApiError(400, message, "BadRequestError", param)
 
 
+def validation_error(kind: str, loc: str, msg: str, **extra: object) -> ApiError:
+    """What vLLM's FastAPI validation handler answers: type "Bad Request", param = loc."""
+    detail = {"type": kind, "loc": loc, "msg": msg, **extra}
+    return ApiError(400, f"1 validation error:\n  {detail}", "Bad Request", loc)
+
+
+def json_error(error: ValueError) -> ApiError:
+    position = getattr(error, "pos", 0)
+    reason = getattr(error, "msg", str(error))
+    return validation_error(
+        "json_invalid",
+        f"body.{position}",
+        "JSON decode error",
+        input="<dict of 0 items>",
+        ctx={"error": reason},
+    )
+
+
 @dataclass(frozen=True)
 class ParsedRequest:
     chat: bool
@@ -64,7 +82,11 @@ def parse_request(
     chat_default_max_tokens: int = CHAT_DEFAULT_MAX_TOKENS,
 ) -> ParsedRequest:
     if not isinstance(body, dict):
-        raise bad_request("The request body must be a JSON object.")
+        raise validation_error(
+            "model_attributes_type",
+            "body",
+            "Input should be a valid dictionary or object to extract fields from",
+        )
     model = body.get("model") or served_model
     if model != served_model:
         raise ApiError(
@@ -88,14 +110,29 @@ def parse_request(
         default = COMPLETION_DEFAULT_MAX_TOKENS
     if limit is None:
         limit = default
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise bad_request(f"max_tokens must be at least 1, got {limit}.", "max_tokens")
-    if prompt_tokens >= max_model_len:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise validation_error("int_type", "max_tokens", "Input should be a valid integer")
+    if limit > max_model_len:
+        raise bad_request(
+            f"max_tokens={limit} cannot be greater than max_model_len={max_model_len}. "
+            f"Please request fewer output tokens. (parameter=max_tokens, value={limit})",
+            "max_tokens",
+        )
+    if prompt_tokens > max_model_len:
         raise bad_request(
             f"This model's maximum context length is {max_model_len} tokens. However, your "
             f"prompt contains {prompt_tokens} input tokens, which exceeds this limit even "
-            "without any output tokens. Please reduce the length of the input prompt.",
+            "without any output tokens. Please reduce the length of the input prompt. "
+            f"(parameter=input_tokens, value={prompt_tokens})",
             "input_tokens",
+        )
+    # vLLM clamps max_tokens to what the context leaves (get_max_tokens), then checks it.
+    max_tokens = min(limit, max_model_len - prompt_tokens)
+    if max_tokens < 1:
+        raise bad_request(
+            f"max_tokens must be at least 1, got {max_tokens}. "
+            f"(parameter=max_tokens, value={max_tokens})",
+            "max_tokens",
         )
     n = body.get("n", 1)
     if n != 1:
@@ -103,8 +140,6 @@ def parse_request(
     stream = bool(body.get("stream", False))
     options = body.get("stream_options") or {}
     include_usage = stream and isinstance(options, dict) and bool(options.get("include_usage"))
-    # vLLM clamps max_tokens to what the context leaves (get_max_tokens).
-    max_tokens = min(limit, max_model_len - prompt_tokens)
     return ParsedRequest(chat, model, max(prompt_tokens, 1), max_tokens, stream, include_usage)
 
 
@@ -194,8 +229,6 @@ class ResponseBuilder:
             "model": self.parsed.model,
             "choices": [choice],
         }
-        if self.parsed.include_usage:
-            body["usage"] = None
         return body
 
     def usage_chunk(self, completion_tokens: int) -> dict[str, Any]:
@@ -221,6 +254,7 @@ def models_body(served_model: str, max_model_len: int, engine: str) -> dict[str,
                 "root": served_model,
                 "parent": None,
                 "max_model_len": max_model_len,
+                "permission": [],
             }
         ],
     }

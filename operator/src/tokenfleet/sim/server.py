@@ -22,7 +22,7 @@ from tokenfleet.sim.protocol import (
     ApiError,
     ParsedRequest,
     ResponseBuilder,
-    bad_request,
+    json_error,
     models_body,
     parse_request,
 )
@@ -94,7 +94,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         try:
             body = json.loads(await request.read())
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise bad_request(f"JSON decode error: {error}") from None
+            raise json_error(error) from None
         parsed = parse_request(
             body,
             chat,

@@ -6,7 +6,7 @@ import argparse
 
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
 from tokenfleet.capacity.performance import StepModel
-from tokenfleet.capacity.types import Plan
+from tokenfleet.capacity.types import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS, Plan
 from tokenfleet.sim.scheduler import SchedulerConfig
 from tokenfleet.sim.server import SimSettings
 
@@ -20,6 +20,12 @@ def plan_for(args: argparse.Namespace) -> Plan:
     """The replica `tokenfleet plan` would size for the same options (concurrency 1)."""
     for field in ("tp", "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
         _positive("--" + field.replace("_", "-"), getattr(args, field, None))
+    # The workload only shapes the prediction, not the sizing the simulator uses; keep it
+    # inside a short --max-model-len so the planner accepts it.
+    input_tokens, output_tokens = DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+    if args.max_model_len and args.max_model_len < input_tokens + output_tokens:
+        input_tokens = max(args.max_model_len // 2, 1)
+        output_tokens = max(args.max_model_len // 4, 1)
     return plan(
         PlanRequest(
             arch=load_model(args.model, "--model"),
@@ -31,6 +37,8 @@ def plan_for(args: argparse.Namespace) -> Plan:
             max_num_seqs=getattr(args, "max_num_seqs", None),
             max_num_batched_tokens=getattr(args, "max_num_batched_tokens", None),
             concurrency=1,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
         )
     )
 
