@@ -60,6 +60,12 @@ class SimEngine:
         """Current virtual (simulated) time in seconds."""
         return self._virtual_base + (self._loop.time() - self._real_base) * self.time_scale
 
+    def _rebase(self, target: float) -> None:
+        """Pause virtual time at `target` if it ran past it (never moves it forward)."""
+        if self.now() > target:
+            self._virtual_base = target
+            self._real_base = self._loop.time()
+
     def next_index(self) -> int:
         return next(self._ids)
 
@@ -99,17 +105,17 @@ class SimEngine:
             if step is None:
                 self._work.clear()
                 await self._work.wait()
+                # An idle engine starts at once: the loop's wake-up latency (x time_scale)
+                # is not engine time. Pause virtual time back to the newest arrival.
+                self._rebase(self._last_arrival)
                 continue
             delay = (step.end - self.now()) / self.time_scale
             await asyncio.sleep(max(delay, 0.0))
             outcome = scheduler.complete(step)
             self.steps += 1
             self.metrics.on_step(step, outcome, scheduler)
-            # Rebase: never let this process's own lag count as engine time.
-            target = max(step.end, min(self._last_arrival, self.now()))
-            if self.now() > target:
-                self._virtual_base = target
-                self._real_base = self._loop.time()
+            # Never let this process's own lag count as engine time.
+            self._rebase(max(step.end, self._last_arrival))
             for request in outcome.sampled:
                 handle = self._handles.get(request)
                 if handle is not None and (handle.every_token or request.finished):

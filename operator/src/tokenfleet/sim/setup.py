@@ -49,19 +49,26 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
     _positive("--default-max-tokens", args.default_max_tokens)
     p = plan_for(args)
     kv = args.kv_cache_tokens or p.kv_cache_tokens
-    if kv < p.max_model_len:
+    max_model_len = p.max_model_len
+    # vLLM pages KV in blocks of 16 tokens; SGLang's token pool has a page size of 1.
+    block_size = 1 if p.engine == "sglang" else 16
+    if p.engine == "sglang":
+        # SGLang keeps the model's context length but caps a request at the token pool.
+        max_model_len = min(max_model_len, kv)
+    elif kv // block_size * block_size < max_model_len:
+        # vLLM refuses to start when one max-length request does not fit the KV cache.
         raise PlanError(
             "--kv-cache-tokens",
             kv,
-            f"is smaller than max-model-len {p.max_model_len}, so a full-length request could "
-            "never run",
+            f"is smaller than max-model-len {max_model_len}, so vLLM would refuse to start",
             "raise --kv-cache-tokens or lower --max-model-len",
         )
     config = SchedulerConfig(
         kv_cache_tokens=kv,
         max_num_seqs=p.max_num_seqs,
         max_num_batched_tokens=p.max_num_batched_tokens,
-        max_model_len=p.max_model_len,
+        max_model_len=max_model_len,
+        block_size=block_size,
     )
     settings = SimSettings(
         served_model=args.served_model_name or args.model,
@@ -75,6 +82,6 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
         f"tokenfleet sim: {p.model} on {p.gpus_per_replica} x {p.gpu.id} as {p.engine} "
         f"{p.engine_version} (TP {p.tensor_parallel_size}): kv_cache_tokens={kv} "
         f"max_num_seqs={p.max_num_seqs} max_num_batched_tokens={p.max_num_batched_tokens} "
-        f"max_model_len={p.max_model_len} time_scale={args.time_scale}"
+        f"max_model_len={max_model_len} time_scale={args.time_scale}"
     )
     return settings, step_model(p), summary
