@@ -54,6 +54,7 @@ class SimEngine:
         self._work = asyncio.Event()
         self._ids = itertools.count()
         self._task: asyncio.Task[None] | None = None
+        self._step_end: float | None = None  # end of the step in flight
         self.steps = 0
 
     def now(self) -> float:
@@ -79,7 +80,13 @@ class SimEngine:
                 await self._task
 
     def submit(self, request: SimRequest) -> Handle:
-        request.arrival = self._last_arrival = self.now()
+        # A request that comes while a step is (over)due arrives, for the simulated engine,
+        # no later than that step's end: the next step is the first that can take it.
+        arrival = self.now()
+        if self._step_end is not None:
+            arrival = min(arrival, self._step_end)
+        request.arrival = arrival
+        self._last_arrival = max(self._last_arrival, arrival)
         self.scheduler.add(request)
         handle = Handle(request, every_token=request.stream)
         self._handles[request] = handle
@@ -109,13 +116,15 @@ class SimEngine:
                 # is not engine time. Pause virtual time back to the newest arrival.
                 self._rebase(self._last_arrival)
                 continue
+            self._step_end = step.end
             delay = (step.end - self.now()) / self.time_scale
             await asyncio.sleep(max(delay, 0.0))
             outcome = scheduler.complete(step)
+            self._step_end = None
             self.steps += 1
             self.metrics.on_step(step, outcome, scheduler)
             # Never let this process's own lag count as engine time.
-            self._rebase(max(step.end, self._last_arrival))
+            self._rebase(step.end)
             for request in outcome.sampled:
                 handle = self._handles.get(request)
                 if handle is not None and (handle.every_token or request.finished):
