@@ -2,7 +2,7 @@
 
 Prompt length: every whitespace-separated word counts ceil(len(word) / 4) tokens (BPE
 tokenizers of Llama / Qwen average about 4 characters of English per token), so
-"The quick brown fox" is 4 tokens and "internationalization" is 5. A prompt given as a list
+"The big red fox" is 4 tokens, "quick" 2 and "internationalization" 5. A prompt given as a list
 of token ids counts len(list) tokens. Chat messages add CHAT_TOKENS_PER_MESSAGE for the
 role markers a chat template wraps around each message, plus CHAT_TOKENS_PRIMING for the
 assistant header the template appends.
