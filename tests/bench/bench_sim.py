@@ -8,7 +8,10 @@ time and only count SSE events (so the client stays cheap). For each N it prints
   (simulated-seconds) mean from /metrics. Near 1 the process keeps up with the engine it
   simulates (the client's own overhead on the same 2 cores is in the numerator),
 - the simulator process's CPU use (100% = one core: it is single-threaded).
-A second run measures plain HTTP request rate (non-streamed, max_tokens=1).
+A second run measures plain HTTP request rate (non-streamed, max_tokens=1); a third makes
+the simulated engine 10x faster (--time-scale 10) to find what one process can stream (there
+`slowdown` is against simulated time / 10: well above 1 means the process is the limit and
+tokens/s is its ceiling).
 
 Run: .venv/bin/python tests/bench/bench_sim.py
  or: .venv/bin/pytest -s tests/bench/bench_sim.py
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import socket
 import subprocess
@@ -51,10 +55,12 @@ class Result:
     client_e2e_s: float
     sim_e2e_s: float
     sim_cpu_s: float  # CPU seconds the simulator process used during the run
+    time_scale: float = 1.0
 
     @property
     def slowdown(self) -> float:
-        return self.client_e2e_s / self.sim_e2e_s if self.sim_e2e_s else float("nan")
+        wall = self.sim_e2e_s / self.time_scale  # what the e2e would take if kept up
+        return self.client_e2e_s / wall if wall else float("nan")
 
     def row(self) -> str:
         return (
@@ -176,6 +182,17 @@ def bench_request_rate(levels: tuple[int, ...] = (16, 64, 256)) -> list[Result]:
     return results
 
 
+def bench_ceiling(concurrency: int = 1000, time_scale: str = "10") -> Result:
+    """The engine made 10x faster than the process can stream: what one process delivers."""
+    print(f"\nprocess ceiling: {concurrency} streams, --time-scale {time_scale}")
+    print(HEADER)
+    with running_sim(["--time-scale", time_scale]) as (base, pid):
+        result = asyncio.run(_drive(base, pid, concurrency, True, OUTPUT_TOKENS))
+    result = dataclasses.replace(result, time_scale=float(time_scale))
+    print(result.row(), flush=True)
+    return result
+
+
 def test_bench_sim_streams() -> None:
     results = bench_streams()
     assert all(r.requests > 0 for r in results)  # it ran; no assertion on speed
@@ -186,6 +203,11 @@ def test_bench_sim_request_rate() -> None:
     assert all(r.requests > 0 for r in results)
 
 
+def test_bench_sim_ceiling() -> None:
+    assert bench_ceiling().requests > 0
+
+
 if __name__ == "__main__":
     bench_streams()
     bench_request_rate()
+    bench_ceiling()

@@ -60,6 +60,7 @@ class SimRequest:
     max_tokens: int
     arrival: float
     stream: bool = False  # only reported (SGLang labels metrics by it)
+    state: str = "new"  # new | waiting | running | finished | aborted (O(1) membership)
     num_computed: int = 0
     output_tokens: int = 0
     blocks: int = 0
@@ -139,15 +140,18 @@ class Scheduler:
     def add(self, request: SimRequest) -> None:
         if request.prompt_tokens < 1 or request.max_tokens < 1:
             raise ValueError("a request needs at least one prompt token and one output token")
+        request.state = "waiting"
         self.waiting.append(request)
 
     def abort(self, request: SimRequest) -> None:
         """Drop a request (client went away); frees its blocks. No-op if already gone."""
-        if request in self.running:
+        if request.state == "running":
             self.running.remove(request)
             self._free(request)
-        elif request in self.waiting:
+        elif request.state == "waiting":
             self.waiting.remove(request)
+        if request.state in ("running", "waiting"):
+            request.state = "aborted"
 
     # -- one step ------------------------------------------------------------------------------
     def schedule(self, now: float) -> ScheduledStep | None:
@@ -182,6 +186,7 @@ class Scheduler:
                     break
                 self.waiting.popleft()
                 self.running.append(request)
+                request.state = "running"
                 if request.scheduled_at is None:
                     request.scheduled_at = now
                 work.append((request, new_tokens))
@@ -211,7 +216,7 @@ class Scheduler:
         sampled: list[SimRequest] = []
         finished: list[SimRequest] = []
         for request, tokens in step.work:
-            if request.finished or request not in self.running:
+            if request.state != "running":
                 continue  # aborted while the step ran
             request.num_computed += tokens
             if request.num_computed < request.num_tokens:
@@ -227,9 +232,11 @@ class Scheduler:
                 or request.num_tokens >= self.config.max_model_len
             ):
                 request.finished_at = end
-                self.running.remove(request)
+                request.state = "finished"
                 self._free(request)
                 finished.append(request)
+        if finished:  # one pass, not a list.remove per request: thousands may run
+            self.running = [r for r in self.running if r.state == "running"]
         return StepOutcome(end, tuple(sampled), tuple(finished))
 
     # -- KV blocks -----------------------------------------------------------------------------
@@ -251,6 +258,7 @@ class Scheduler:
         self._free(request)
         request.num_computed = 0
         request.num_preemptions += 1
+        request.state = "waiting"
         self.num_preemptions += 1
         self.waiting.appendleft(request)
 
