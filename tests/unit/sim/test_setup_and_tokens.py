@@ -93,3 +93,33 @@ def test_cli_prints_one_line_and_exits_2(capsys: pytest.CaptureFixture[str]) -> 
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --time-scale=0") and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("version", "present", "absent"),
+    [
+        (
+            "0.32.0",
+            {"vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds"},
+            {"vllm:time_per_output_token_seconds", "vllm:gpu_cache_usage_perc"},
+        ),
+        (None, {"vllm:inter_token_latency_seconds"}, {"vllm:gpu_cache_usage_perc"}),
+        (
+            "0.10.1",
+            {"vllm:time_per_output_token_seconds", "vllm:gpu_cache_usage_perc"},
+            {"vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds"},
+        ),
+    ],
+)
+def test_vllm_metric_names_follow_the_engine_version(
+    version: str | None, present: set[str], absent: set[str]
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tokenfleet.sim.metrics import VllmMetrics
+
+    text = VllmMetrics("m", 1024, version).exposition().decode()
+    names = {family.name for family in text_string_to_metric_families(text)}
+    assert present <= names
+    assert not absent & names
+    assert "vllm:kv_cache_usage_perc" in names

@@ -92,8 +92,23 @@ class EngineMetrics(Protocol):
     def exposition(self) -> bytes: ...
 
 
+def parse_version(version: str | None) -> tuple[int, int]:
+    """ "0.10.2" -> (0, 10); None or unparsable -> the newest we know (vLLM 0.32)."""
+    try:
+        major, minor = (version or "").split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return (0, 32)
+
+
 class VllmMetrics:
-    def __init__(self, model_name: str, max_model_len: int) -> None:
+    """vLLM 0.32's V1 families. For versions before 0.11 the two series the autoscaler reads
+    by name follow the older releases: inter-token latency is
+    `vllm:time_per_output_token_seconds` (no per-request TPOT histogram yet) and KV usage is
+    also published as `vllm:gpu_cache_usage_perc`. Other families stay 0.32's."""
+
+    def __init__(self, model_name: str, max_model_len: int, version: str | None = None) -> None:
+        old = parse_version(version) < (0, 11)
         self.registry = CollectorRegistry()
         r = self.registry
         names = ["model_name", "engine"]
@@ -127,6 +142,13 @@ class VllmMetrics:
         self.kv_usage = gauge(
             "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."
         ).labels(*values)
+        self.gpu_cache_usage = (
+            gauge(
+                "vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage."
+            ).labels(*values)
+            if old
+            else None
+        )
 
         self.prefix_queries = counter(
             "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of tokens."
@@ -208,14 +230,18 @@ class VllmMetrics:
             VLLM_TTFT_BUCKETS,
         )
         self.itl = histogram(
-            "vllm:inter_token_latency_seconds",
+            "vllm:time_per_output_token_seconds" if old else "vllm:inter_token_latency_seconds",
             "Histogram of inter-token latency in seconds.",
             VLLM_ITL_BUCKETS,
         )
-        self.tpot = histogram(
-            "vllm:request_time_per_output_token_seconds",
-            "Histogram of time_per_output_token_seconds per request.",
-            VLLM_ITL_BUCKETS,
+        self.tpot = (
+            None
+            if old
+            else histogram(
+                "vllm:request_time_per_output_token_seconds",
+                "Histogram of time_per_output_token_seconds per request.",
+                VLLM_ITL_BUCKETS,
+            )
         )
         latency = VLLM_REQUEST_LATENCY_BUCKETS
         self.e2e = histogram(
@@ -259,6 +285,8 @@ class VllmMetrics:
         self.waiting.set(len(scheduler.waiting))
         self.waiting_capacity.set(len(scheduler.waiting))
         self.kv_usage.set(scheduler.kv_usage)
+        if self.gpu_cache_usage is not None:
+            self.gpu_cache_usage.set(scheduler.kv_usage)
 
     def on_step(self, step: ScheduledStep, outcome: StepOutcome, scheduler: Scheduler) -> None:
         self.iteration_tokens.observe(step.num_tokens)
@@ -295,7 +323,9 @@ class VllmMetrics:
         self.prefill_kv_computed.observe(request.prompt_tokens)
         self.prompt_tokens_request.observe(request.prompt_tokens)
         self.generation_tokens_request.observe(request.output_tokens)
-        self.tpot.observe(decode / (request.output_tokens - 1) if request.output_tokens > 1 else 0)
+        if self.tpot is not None:
+            tpot = decode / (request.output_tokens - 1) if request.output_tokens > 1 else 0
+            self.tpot.observe(tpot)
         self.max_tokens_param.observe(request.max_tokens)
 
     def on_abort(self, request: SimRequest) -> None:
@@ -438,7 +468,9 @@ def _flag(request: SimRequest) -> str:
     return "true" if request.stream else "false"
 
 
-def metrics_for(engine: str, model_name: str, max_model_len: int) -> EngineMetrics:
+def metrics_for(
+    engine: str, model_name: str, max_model_len: int, version: str | None = None
+) -> EngineMetrics:
     if engine == "sglang":
         return SglangMetrics(model_name, max_model_len)
-    return VllmMetrics(model_name, max_model_len)
+    return VllmMetrics(model_name, max_model_len, version)

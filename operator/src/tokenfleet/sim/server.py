@@ -30,7 +30,6 @@ from tokenfleet.sim.scheduler import Scheduler, SchedulerConfig, SimRequest, Ste
 from tokenfleet.sim.tokens import Filler
 
 ENGINE_KEY = web.AppKey("engine", SimEngine)
-SETTINGS_KEY = web.AppKey("settings", "SimSettings")
 
 
 @dataclass(frozen=True)
@@ -41,6 +40,10 @@ class SimSettings:
     time_scale: float = 1.0
     seed: int = 0
     chat_default_max_tokens: int = CHAT_DEFAULT_MAX_TOKENS
+    engine_version: str | None = None  # picks version-dependent metric names
+
+
+SETTINGS_KEY = web.AppKey("settings", SimSettings)
 
 
 def build_app(settings: SimSettings, timer: StepTimer) -> web.Application:
@@ -48,7 +51,12 @@ def build_app(settings: SimSettings, timer: StepTimer) -> web.Application:
     app[SETTINGS_KEY] = settings
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        metrics = metrics_for(settings.engine, settings.served_model, settings.config.max_model_len)
+        metrics = metrics_for(
+            settings.engine,
+            settings.served_model,
+            settings.config.max_model_len,
+            settings.engine_version,
+        )
         engine = SimEngine(Scheduler(settings.config, timer), metrics, settings.time_scale)
         metrics.on_queue_change(engine.scheduler)
         engine.start()

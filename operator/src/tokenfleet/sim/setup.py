@@ -77,6 +77,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
         time_scale=args.time_scale,
         seed=args.seed,
         chat_default_max_tokens=args.default_max_tokens,
+        engine_version=p.engine_version,
     )
     summary = (
         f"tokenfleet sim: {p.model} on {p.gpus_per_replica} x {p.gpu.id} as {p.engine} "
