@@ -102,7 +102,9 @@ def parse_request(
         if not all(isinstance(m, dict) for m in messages):
             raise bad_request("Each message must be an object.", "messages")
         prompt_tokens = count_chat_tokens(messages)
-        limit = body.get("max_completion_tokens", body.get("max_tokens"))
+        limit = body.get("max_completion_tokens")
+        if limit is None:
+            limit = body.get("max_tokens")
         default = chat_default_max_tokens
     else:
         prompt_tokens = _completion_prompt_tokens(body.get("prompt"))
