@@ -24,7 +24,11 @@ class LinearTimer:
     per_context_token: float = 0.000001
 
     def step_seconds(
-        self, prefill_tokens: int, decode_seqs: int, decode_context_tokens: int
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        decode_context_tokens: int,
+        prefill_attention_pairs: float | None = None,
     ) -> float:
         return (
             self.base

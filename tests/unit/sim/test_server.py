@@ -19,7 +19,11 @@ class FlatTimer:
     """10 ms per step plus 0.1 ms per prefill token."""
 
     def step_seconds(
-        self, prefill_tokens: int, decode_seqs: int, decode_context_tokens: int
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        decode_context_tokens: int,
+        prefill_attention_pairs: float | None = None,
     ) -> float:
         return 0.010 + 0.0001 * prefill_tokens
 

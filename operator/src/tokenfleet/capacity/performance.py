@@ -80,19 +80,29 @@ class StepModel:
         return seqs * per_seq * self.kv_bytes_per_token_layer
 
     def step_seconds(
-        self, prefill_tokens: int, decode_seqs: int, decode_context_tokens: int
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        decode_context_tokens: int,
+        prefill_attention_pairs: float | None = None,
     ) -> float:
         """One scheduler step: `prefill_tokens` of prompt (chunked prefill) plus one token for
-        each of `decode_seqs` running sequences whose contexts total `decode_context_tokens`."""
+        each of `decode_seqs` running sequences whose contexts total `decode_context_tokens`.
+
+        `prefill_attention_pairs` is the attention work of the prefill pieces: for each
+        sequence's chunk of c tokens after k already computed, c*c/2 + c*k. Default: one
+        sequence prefilled from scratch (prefill_tokens**2 / 2).
+        """
         tokens = prefill_tokens + decode_seqs
         if tokens <= 0:
             return 0.0
         memory = self._weights_read(tokens) + self._kv_read(decode_seqs, decode_context_tokens)
         memory_s = memory / (self.bandwidth * 1e9 * EFFICIENCY["decode_bandwidth"])
+        pairs = prefill_tokens * prefill_tokens / 2
+        if prefill_attention_pairs is not None:
+            pairs = prefill_attention_pairs
         flops = self.flops_per_token_rank * tokens
-        flops += self.attn_flops_coeff * (
-            prefill_tokens * prefill_tokens / 2 + decode_context_tokens
-        )
+        flops += self.attn_flops_coeff * (pairs + decode_context_tokens)
         efficiency = (
             EFFICIENCY["prefill_compute"] if prefill_tokens else EFFICIENCY["decode_compute"]
         )
@@ -107,9 +117,7 @@ class StepModel:
         total, done = 0.0, 0
         while done < num_tokens:
             n = min(size, num_tokens - done)
-            total += self.step_seconds(n, 0, 0) + self.attn_flops_coeff * n * done / (
-                self.tflops * 1e12 * EFFICIENCY["prefill_compute"]
-            )
+            total += self.step_seconds(n, 0, 0, n * n / 2 + n * done)
             done += n
         return total
 

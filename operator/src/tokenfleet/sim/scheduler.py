@@ -34,7 +34,11 @@ class StepTimer(Protocol):
     """What the scheduler needs from the capacity model's step_model(plan)."""
 
     def step_seconds(
-        self, prefill_tokens: int, decode_seqs: int, decode_context_tokens: int
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        decode_context_tokens: int,
+        prefill_attention_pairs: float | None = None,
     ) -> float: ...
 
 
@@ -195,6 +199,7 @@ class Scheduler:
         if not work:
             return None
         prefill = decode_seqs = decode_context = 0
+        attention_pairs = 0.0  # per prefill piece: its own causal half plus earlier context
         for request, tokens in work:
             if (
                 tokens == 1
@@ -205,7 +210,8 @@ class Scheduler:
                 decode_context += request.num_tokens
             else:
                 prefill += tokens
-        duration = self.timer.step_seconds(prefill, decode_seqs, decode_context)
+                attention_pairs += tokens * tokens / 2 + tokens * request.num_computed
+        duration = self.timer.step_seconds(prefill, decode_seqs, decode_context, attention_pairs)
         return ScheduledStep(
             now, duration, tuple(work), prefill, decode_seqs, decode_context, tuple(preempted)
         )
