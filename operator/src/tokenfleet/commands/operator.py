@@ -36,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         "--peering",
         default="tokenfleet",
         metavar="NAME",
-        help="kopf peering object used for leader election (default: %(default)s)",
+        help="kopf peering object for leader election; needs kopf's peering CRDs "
+        "(clusterkopfpeerings / kopfpeerings.kopf.dev) installed (default: %(default)s)",
     )
     p.add_argument(
         "--standalone",
@@ -80,7 +81,9 @@ def run(args: Any) -> int:
         clusterwide=not args.namespace,
         namespaces=args.namespace,
         standalone=args.standalone,
-        peering_name=args.peering,
+        # A named peering is mandatory in kopf: the operator waits for the KopfPeering CRD
+        # (installed by the chart) rather than risk two replicas acting at once.
+        peering_name=None if args.standalone else args.peering,
         liveness_endpoint=args.liveness or None,
     )
     return 0
