@@ -11,12 +11,14 @@ from typing import Any
 import yaml
 from conftest import NAMESPACE, StartOperator, eventually
 from kmock_cluster import LLMSERVICES, LWS, Cluster
+from prometheus_client import generate_latest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LLMS_PATH = f"/apis/tokenfleet.dev/v1alpha1/namespaces/{NAMESPACE}/llmservices"
 DEPLOYMENTS = "apps/v1/deployments"
 SERVICES = "v1/services"
 PDBS = "policy/v1/poddisruptionbudgets"
+PVCS = "v1/persistentvolumeclaims"
 
 
 def example(name: str, kind: str = "LLMService") -> dict[str, Any]:
@@ -47,7 +49,7 @@ def condition(cluster: Cluster, name: str, type_: str) -> dict[str, Any]:
 def owned(cluster: Cluster) -> list[dict[str, Any]]:
     return [
         obj
-        for key in (DEPLOYMENTS, SERVICES, PDBS, LWS)
+        for key in (DEPLOYMENTS, SERVICES, PDBS, PVCS, LWS)
         for obj in cluster.items(key)
         if obj["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") == "tokenfleet"
     ]
@@ -68,7 +70,7 @@ def arg(args: list[str], flag: str) -> str | None:
 async def test_create_applies_workload_with_owner_references_and_status(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
-    await start_operator()
+    operator = await start_operator()
     await create(cluster, example("llama-3.1-8b-l4.yaml"))
 
     deployment = await eventually(
@@ -106,6 +108,7 @@ async def test_create_applies_workload_with_owner_references_and_status(
     assert conditions["Planned"]["status"] == "True"
     assert conditions["Degraded"]["status"] == "False"
     assert conditions["Progressing"]["status"] == "True"
+    assert conditions["Autoscaling"]["status"] == "Unknown"  # enabled, no decision yet
 
     # The Deployment controller reports the pod ready -> Ready, without a new transition
     # time on the conditions that did not change.
@@ -126,6 +129,10 @@ async def test_create_applies_workload_with_owner_references_and_status(
         lambda: {"Planned", "Applied", "Ready"} <= {e.get("reason") for e in events(cluster)},
         what="Planned, Applied and Ready events",
     )
+    exposition = generate_latest(operator.metrics.registry).decode()
+    assert 'tokenfleet_reconciles_total{result="applied"}' in exposition
+    assert 'tokenfleet_plans_total{outcome="ok"}' in exposition
+    assert "tokenfleet_reconcile_duration_seconds_bucket" in exposition
 
 
 async def test_spec_change_rolls_out_new_engine_args(

@@ -8,6 +8,7 @@ behind. Kubernetes I/O goes through `kube.KubeClient`; conditions come from `sta
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -170,6 +171,7 @@ class Reconciler:
             raise Refused("PlanFailed", message, failed) from error
         self.metrics.plans.labels("ok").inc()
         planned = st.Condition("Planned", True, "PlanComputed", str(getattr(plan, "reason", "")))
+        autoscaling = autoscaling_condition(service, body)
 
         lws = await self.kube.has_resource(LWS_API, LWS_PLURAL)
         monitoring = await self.kube.has_resource(MONITORING_API, MONITORING_PLURAL)
@@ -200,7 +202,10 @@ class Reconciler:
                 corrected.append(f"{key[0]}/{key[2]}")
             applied.append(result)
         logger.debug("applied %d manifests for %s/%s", len(applied), namespace, name)
-        return _observe(applied, generation, planned, plan, namespace)
+        observed = _observe(applied, generation, planned, plan, namespace)
+        if autoscaling is not None:
+            observed = dataclasses.replace(observed, autoscaling=autoscaling)
+        return observed
 
     async def _model_config(
         self, ref: tuple[str, str] | None, namespace: str
@@ -261,6 +266,18 @@ class Reconciler:
                 _post(kopf.info, body, "Ready", cond["message"])
         if new.get("phase") != "Degraded" and previous.get("observedGeneration") != gen:
             _post(kopf.info, body, "Applied", f"generation {gen} applied")
+
+
+def autoscaling_condition(service: Any, body: Mapping[str, Any]) -> st.Condition | None:
+    """Autoscaling as the spec says; once the autoscaler has reported, its condition stands."""
+    enabled = bool(getattr(getattr(service.spec, "autoscaling", None), "enabled", False))
+    if not enabled:
+        return st.Condition("Autoscaling", False, "Disabled", "spec.autoscaling.enabled is false")
+    conditions = (body.get("status") or {}).get("conditions") or []
+    current = next((c for c in conditions if c.get("type") == "Autoscaling"), None)
+    if current is not None and current.get("reason") != "Disabled":
+        return None
+    return st.Condition("Autoscaling", None, "AwaitingMetrics", "no autoscaling decision yet")
 
 
 def own(manifest: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ class Observed:
     ready_replicas: int | None = None
     selector: str | None = None
     endpoint: str | None = None
+    autoscaling: Condition | None = None  # None: leave the autoscaler's condition as it is
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -84,6 +85,8 @@ def conditions_for(observed: Observed) -> list[Condition]:
     ready = observed.ready_replicas or 0
     is_ready = replicas > 0 and ready >= replicas
     updates = [Condition("Degraded", False, "Reconciled", "all manifests applied")]
+    if observed.autoscaling is not None:
+        updates.append(observed.autoscaling)
     if observed.planned is not None:
         updates.append(observed.planned)
     if is_ready:
