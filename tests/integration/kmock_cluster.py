@@ -99,6 +99,9 @@ class Cluster(KubernetesEmulator):
             return None
         return copy.deepcopy(self.objects[k].raw)
 
+    def writes_of(self, plural: str) -> list[tuple[str, str]]:
+        return [(m, p) for m, p in self.writes if f"/{plural}" in p]
+
     def items(self, key: str) -> list[dict[str, Any]]:
         res = resource(key)
         return [

@@ -43,9 +43,14 @@ KIND_OF = {plural: kind for kind, plural in PLURALS.items()}
 PREFIX = "tokenfleet.dev"
 
 
+# Degraded reasons that another object can resolve without a spec change.
+WAITING_REASONS = frozenset({"LeaderWorkerSetMissing", "ConfigMapNotFound", "ConfigMapKeyMissing"})
+
+
 @dataclass(frozen=True)
 class Options:
     resync_seconds: float = 600.0
+    recheck_seconds: float = 60.0  # for WAITING_REASONS
     watch_server_timeout: float = 300.0
 
 
@@ -58,9 +63,12 @@ class Drift:
     would block `kubectl delete` whenever the operator is down.
     """
 
-    def __init__(self, reconciler: Reconciler, resync_seconds: float) -> None:
+    def __init__(
+        self, reconciler: Reconciler, resync_seconds: float, recheck_seconds: float = 60.0
+    ) -> None:
         self._reconciler = reconciler
         self._resync_seconds = resync_seconds
+        self._recheck_seconds = recheck_seconds
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._again: set[tuple[str, str]] = set()
         self._known: set[tuple[str, str]] = set()
@@ -81,6 +89,16 @@ class Drift:
             return
         context = contextvars.copy_context() if self._context is None else None
         self._tasks[key] = asyncio.create_task(self._run(key), context=context or self._context)
+
+    def later(self, namespace: str, name: str, delay: float) -> None:
+        asyncio.get_running_loop().call_later(delay, self.fire, namespace, name)
+
+    def after(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Degraded while waiting on something else (a CRD, a ConfigMap): look again soon."""
+        for cond in status.get("conditions") or []:
+            degraded = cond.get("type") == "Degraded" and cond.get("status") == "True"
+            if degraded and cond.get("reason") in WAITING_REASONS:
+                self.later(namespace, name, self._recheck_seconds)
 
     def start(self) -> None:
         self._resync = asyncio.create_task(self._resync_loop())
@@ -109,7 +127,8 @@ class Drift:
                         self._known.discard(key)
                         self._reconciler.forget(namespace, name)
                         return
-                    await self._reconciler.reconcile(body, self._logger)
+                    status = await self._reconciler.reconcile(body, self._logger)
+                    self.after(namespace, name, status)
                     delay = 1.0
                 except (kopf.TemporaryError, ApiError) as error:
                     self._logger.warning("%s/%s: retry in %.0fs: %s", namespace, name, delay, error)
@@ -182,7 +201,7 @@ def build_registry(
     options = options or Options()
     registry = kopf.OperatorRegistry()
     kube: KubeClient = reconciler.kube
-    drift = Drift(reconciler, options.resync_seconds)
+    drift = Drift(reconciler, options.resync_seconds, options.recheck_seconds)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -213,7 +232,8 @@ def build_registry(
         **_: Any,
     ) -> None:
         drift.track(namespace or "", name)
-        await reconciler.reconcile(body, logger, retry)
+        status = await reconciler.reconcile(body, logger, retry)
+        drift.after(namespace or "", name, status)
 
     for group_version, plural in OWNED_RESOURCES:
         _watch_owned(registry, reconciler, drift, group_version, plural)
