@@ -24,22 +24,12 @@ from kmock import Server, resource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from kmock_cluster import LLMSERVICES, Cluster
+from operator_harness import kubeconfig_for
 
 COUNT = int(os.environ.get("TOKENFLEET_BENCH_SERVICES", "500"))
 NAMESPACE = "bench"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama-3.1-8b-l4.yaml"
 GIVE_UP_SECONDS = float(os.environ.get("TOKENFLEET_BENCH_GIVE_UP", "600"))  # a failure bound
-
-
-def kubeconfig(server: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "kmock", "cluster": {"server": server}}],
-        "users": [{"name": "bench", "user": {"token": "bench"}}],
-        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "bench"}}],
-        "current-context": "kmock",
-    }
 
 
 def count(cluster: Cluster, key: str, check: Any = None) -> int:
@@ -81,7 +71,7 @@ async def test_reconcile_500_llmservices(tmp_path: Path) -> None:
     )
     async with Cluster() as cluster, Server(cluster) as server:
         config = tmp_path / "kubeconfig"
-        config.write_text(yaml.safe_dump(kubeconfig(str(server.url).rstrip("/"))))
+        config.write_text(yaml.safe_dump(kubeconfig_for(str(server.url).rstrip("/"))))
         log = tmp_path / "operator.log"
         env = {**os.environ, "KUBECONFIG": str(config)}
         command = [sys.executable, "-m", "tokenfleet.cli", "operator", "--standalone"]

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import NAMESPACE, StartOperator, eventually
 from kmock_cluster import LLMSERVICES, LWS, Cluster
+from operator_harness import NAMESPACE, StartOperator, eventually
 from prometheus_client import generate_latest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
