@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import yaml
 from kmock_cluster import LLMSERVICES, LWS, Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
@@ -53,6 +54,13 @@ def owned(cluster: Cluster) -> list[dict[str, Any]]:
         for obj in cluster.items(key)
         if obj["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") == "tokenfleet"
     ]
+
+
+def crd_status_schema() -> dict[str, Any]:
+    crd = yaml.safe_load((EXAMPLES.parent / "crds" / "tokenfleet.dev_llmservices.yaml").read_text())
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")
+    schema = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    return {**schema, "additionalProperties": False}
 
 
 def events(cluster: Cluster) -> list[dict[str, Any]]:
@@ -109,6 +117,7 @@ async def test_create_applies_workload_with_owner_references_and_status(
     assert conditions["Degraded"]["status"] == "False"
     assert conditions["Progressing"]["status"] == "True"
     assert conditions["Autoscaling"]["status"] == "Unknown"  # enabled, no decision yet
+    jsonschema.validate(status, crd_status_schema())  # what a real apiserver would accept
 
     # The Deployment controller reports the pod ready -> Ready, without a new transition
     # time on the conditions that did not change.

@@ -98,11 +98,15 @@ class Reconciler:
                 new_status, result = await self._reconcile(body, logger)
             except ApiError as error:
                 if not error.transient:
+                    self.metrics.reconciles.labels("error").inc()
                     raise
                 self.metrics.reconciles.labels("retry").inc()
                 self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
                 delay = RETRY_DELAYS[min(retry, len(RETRY_DELAYS) - 1)]
                 raise kopf.TemporaryError(str(error), delay=delay) from error
+            except Exception:
+                self.metrics.reconciles.labels("error").inc()  # a bug: kopf retries it
+                raise
             finally:
                 self.metrics.reconcile_duration.observe(time.perf_counter() - started)
             self.metrics.reconciles.labels(result).inc()
@@ -139,7 +143,14 @@ class Reconciler:
         new_status = st.build_status(previous, observed)
         self._record_scale(previous, new_status)
         if not st.is_noop(previous, new_status):
-            await self.kube.patch_status(API_VERSION, KIND, namespace, name, new_status)
+            try:
+                await self.kube.patch_status(API_VERSION, KIND, namespace, name, new_status)
+            except ApiError as error:
+                if error.transient:
+                    raise
+                # Rejected status (an older CRD schema?): nothing to retry; say so loudly.
+                self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
+                logger.error("status of %s/%s was rejected: %s", namespace, name, error)
         self._post_events(body, previous, new_status, generation)
         if corrected and previous.get("observedGeneration") == generation:
             # Same spec, yet our apply changed objects: someone edited or deleted them.
