@@ -20,10 +20,8 @@ import kopf
 
 from tokenfleet.controller.kube import PLURALS, ApiError, KubeClient
 from tokenfleet.controller.reconcile import (
-    API_VERSION,
     GROUP,
     INSTANCE_LABEL,
-    KIND,
     MANAGED_BY,
     PLURAL,
     VERSION,
@@ -122,12 +120,13 @@ class Drift:
             while True:
                 self._again.discard(key)
                 try:
-                    body = await self._reconciler.kube.get(API_VERSION, KIND, namespace, name)
-                    if body is None or body["metadata"].get("deletionTimestamp"):
+                    status = await self._reconciler.reconcile(
+                        {"metadata": {"namespace": namespace, "name": name}}, self._logger
+                    )
+                    if status is None:  # deleted: forget it
                         self._known.discard(key)
                         self._reconciler.forget(namespace, name)
                         return
-                    status = await self._reconciler.reconcile(body, self._logger)
                     self.after(namespace, name, status)
                     delay = 1.0
                 except (kopf.TemporaryError, ApiError) as error:
@@ -233,7 +232,8 @@ def build_registry(
     ) -> None:
         drift.track(namespace or "", name)
         status = await reconciler.reconcile(body, logger, retry)
-        drift.after(namespace or "", name, status)
+        if status is not None:
+            drift.after(namespace or "", name, status)
 
     for group_version, plural in OWNED_RESOURCES:
         _watch_owned(registry, reconciler, drift, group_version, plural)

@@ -89,13 +89,22 @@ class Reconciler:
         body: Mapping[str, Any],
         logger: logging.Logger | logging.LoggerAdapter[Any],
         retry: int = 0,
-    ) -> dict[str, Any]:
-        """Reconcile and write status. Raises kopf.TemporaryError on retryable API errors."""
+    ) -> dict[str, Any] | None:
+        """Reconcile and write status; None if the LLMService is gone or being deleted.
+
+        Raises kopf.TemporaryError on retryable API errors. The object is re-read under the
+        lock: a pass that waited for another one must start from that one's status (its
+        conditions and transition times), not from the older body of its own event.
+        """
         meta = body.get("metadata", {})
-        async with self.lock(meta.get("namespace", ""), meta.get("name", "")):
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        async with self.lock(namespace, name):
             started = time.perf_counter()
             try:
-                new_status, result = await self._reconcile(body, logger)
+                fresh = await self.kube.get(API_VERSION, KIND, namespace, name)
+                if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+                    return None
+                new_status, result = await self._reconcile(fresh, logger)
             except ApiError as error:
                 if not error.transient:
                     self.metrics.reconciles.labels("error").inc()
