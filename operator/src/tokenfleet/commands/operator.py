@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 from typing import Any
 
@@ -38,6 +39,13 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         metavar="NAME",
         help="kopf peering object for leader election; needs kopf's peering CRDs "
         "(clusterkopfpeerings / kopfpeerings.kopf.dev) installed (default: %(default)s)",
+    )
+    p.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        help="peering priority: the highest-priority replica is active, the others stand by "
+        "(default: random, since equal priorities make kopf pause every replica)",
     )
     p.add_argument(
         "--standalone",
@@ -84,6 +92,7 @@ def run(args: Any) -> int:
         # A named peering is mandatory in kopf: the operator waits for the KopfPeering CRD
         # (installed by the chart) rather than risk two replicas acting at once.
         peering_name=None if args.standalone else args.peering,
+        priority=args.priority if args.priority is not None else random.randint(1, 2**30),
         liveness_endpoint=args.liveness or None,
     )
     return 0
