@@ -44,7 +44,13 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
     """Start the real operator (kopf.operator with our registry); stopped at teardown."""
     running: list[RunningOperator] = []
 
-    async def start(pipeline: Pipeline | None = None, **options: Any) -> RunningOperator:
+    async def start(
+        pipeline: Pipeline | None = None,
+        *,
+        peering: str | None = None,
+        priority: int = 0,
+        **options: Any,
+    ) -> RunningOperator:
         credentials = Credentials()
         reconciler = Reconciler(
             KubeClient(credentials.current, discovery_ttl=0.5),
@@ -52,7 +58,7 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
             pipeline or Pipeline.default(),
         )
         registry = build_registry(reconciler, credentials, Options(**options))
-        handle = RunningOperator(reconciler, registry)
+        handle = RunningOperator(reconciler, registry, peering, priority)
         running.append(handle)
         await handle.start()
         return handle

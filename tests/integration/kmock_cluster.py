@@ -45,9 +45,14 @@ BUILTIN = (
     ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget", True),
     (LLMSERVICES, "LLMService", True),
 )
-OPTIONAL = {LWS: ("LeaderWorkerSet", True), PODMONITORS: ("PodMonitor", False)}
+PEERINGS = "kopf.dev/v1/clusterkopfpeerings"
+OPTIONAL = {
+    LWS: ("LeaderWorkerSet", True),
+    PODMONITORS: ("PodMonitor", False),
+    PEERINGS: ("ClusterKopfPeering", False),
+}
 VERBS = {"create", "delete", "get", "list", "patch", "update", "watch"}
-CLUSTER_SCOPED = {"namespaces"}
+CLUSTER_SCOPED = {"namespaces", "clusterkopfpeerings"}
 
 
 @dataclass
@@ -62,6 +67,10 @@ class Fault:
 @attrs.define(kw_only=True)
 class Cluster(KubernetesEmulator):
     _rv: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
+    _last_rv: int = attrs.field(default=0, init=False)
+    # Every watch event per resource with its resourceVersion, so a watch that starts from
+    # a list's resourceVersion gets what happened in between (as the apiserver does).
+    _log: dict[Any, list[tuple[int, dict[str, Any]]]] = attrs.field(factory=dict, init=False)
     _applied: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict, init=False)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
     writes: list[tuple[str, str]] = attrs.field(factory=list, init=False)  # (method, path)
@@ -136,6 +145,8 @@ class Cluster(KubernetesEmulator):
                 if events:
                     self.writes.append((method, path))
                 for res, event in events:
+                    rv = int(event["object"]["metadata"]["resourceVersion"])
+                    self._log.setdefault(res, []).append((rv, event))
                     await self._buses[res].put(event)
             if request.action == action.CREATE:
                 payload = await self._serve_create(request)
@@ -153,24 +164,41 @@ class Cluster(KubernetesEmulator):
         await response.prepare(request._raw_request)
         timeout = float(request.params.get("timeoutSeconds") or 0) or None
         bus = self._buses[request.resource]
+        marker = None
         try:
             async with asyncio.timeout(timeout):
                 async with self._lock:
-                    snapshot = [
-                        {"type": "ADDED", "object": copy.deepcopy(obj.raw)}
-                        for (res, ns, _), obj in self.objects.items()
-                        if res == request.resource
-                        and not obj.deleted
-                        and request.namespace in (None, ns)
-                    ]
+                    # Mark the bus before the snapshot, under the writers' lock: no event
+                    # between the two is lost (a real watch resumes from a resourceVersion).
+                    marker = await bus.mark()
+                    since = request.params.get("resourceVersion") or "0"
+                    if since.isdigit() and int(since) > 0:
+                        snapshot = [
+                            event
+                            for rv, event in self._log.get(request.resource, [])
+                            if rv > int(since)
+                            and request.namespace
+                            in (None, event["object"]["metadata"].get("namespace"))
+                        ]
+                    else:
+                        snapshot = [
+                            {"type": "ADDED", "object": copy.deepcopy(obj.raw)}
+                            for (res, ns, _), obj in self.objects.items()
+                            if res == request.resource
+                            and not obj.deleted
+                            and request.namespace in (None, ns)
+                        ]
                 for event in snapshot:
                     await response.write(json.dumps(event).encode() + b"\n")
-                async for event in bus:
+                async for event in bus.stream(since=marker):
                     ns = event.get("object", {}).get("metadata", {}).get("namespace")
                     if request.namespace in (None, ns):
                         await response.write(json.dumps(event).encode() + b"\n")
         except (TimeoutError, ConnectionResetError, asyncio.CancelledError):
             pass
+        finally:
+            if marker is not None:
+                await bus.unmark(marker)
         return response
 
     async def _serve_list(self, request: Any) -> Any:
@@ -179,7 +207,11 @@ class Cluster(KubernetesEmulator):
             for (res, ns, _), obj in self.objects.items()
             if res == request.resource and not obj.deleted and request.namespace in (None, ns)
         ]
-        return {"metadata": {"resourceVersion": str(next(self._rv))}, "items": items}
+        return {"metadata": {"resourceVersion": str(self._last_rv)}, "items": items}
+
+    def _next_rv(self) -> str:
+        self._last_rv = next(self._rv)
+        return str(self._last_rv)
 
     # kmock scans every object per read; 500-LLMService benchmarks need dict lookups.
     def _lookup(self, request: Any, name: str | None = None) -> Any:
@@ -263,7 +295,7 @@ class Cluster(KubernetesEmulator):
                 meta[field] = old["metadata"][field]
         if _spec_of(new) != _spec_of(old):
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
-        meta["resourceVersion"] = str(next(self._rv))
+        meta["resourceVersion"] = self._next_rv()
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             self.objects[key].create(new)
             return self._delete(key)
@@ -275,8 +307,9 @@ class Cluster(KubernetesEmulator):
         meta = raw.get("metadata", {})
         if meta.get("finalizers") and not meta.get("deletionTimestamp"):
             meta["deletionTimestamp"] = _now()
-            meta["resourceVersion"] = str(next(self._rv))
+            meta["resourceVersion"] = self._next_rv()
             return [self._store(key, raw, "MODIFIED")]
+        meta["resourceVersion"] = self._next_rv()
         obj.delete()
         for k in [k for k in self._applied if k[:3] == key]:
             self._applied.pop(k)
@@ -296,7 +329,7 @@ class Cluster(KubernetesEmulator):
         if namespace:
             meta["namespace"] = namespace
         meta["uid"] = str(uuid.uuid4())
-        meta["resourceVersion"] = str(next(self._rv))
+        meta["resourceVersion"] = self._next_rv()
         meta["generation"] = 1
         meta["creationTimestamp"] = _now()
         return data

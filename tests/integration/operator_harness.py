@@ -31,7 +31,15 @@ class RunningOperator:
     """The operator on its own thread and event loop, as in production: kopf treats every
     task of its loop as its own and cancels them at exit, so it must not share the test's."""
 
-    def __init__(self, reconciler: Reconciler, registry: kopf.OperatorRegistry) -> None:
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        registry: kopf.OperatorRegistry,
+        peering: str | None = None,
+        priority: int = 0,
+    ) -> None:
+        self.peering = peering
+        self.priority = priority
         self.reconciler = reconciler
         self.metrics = reconciler.metrics
         self.ready = threading.Event()
@@ -44,7 +52,9 @@ class RunningOperator:
             asyncio.run(
                 kopf.operator(
                     registry=registry,
-                    standalone=True,
+                    standalone=self.peering is None,
+                    peering_name=self.peering,
+                    priority=self.priority,
                     clusterwide=True,
                     stop_flag=self.stop_flag,
                     ready_flag=self.ready,
