@@ -62,9 +62,15 @@ class KVLayout:
 
     block_size: int
     page_bytes: int  # one block of one layer
-    layer_slots: int  # vLLM: group_size x num_groups (>= layers when groups are padded)
+    group_size: int  # layers per KV-cache group (vLLM pads every group to this size)
+    num_groups: int
     full_layers: int
     sliding_layers: int
+
+    @property
+    def layer_slots(self) -> int:
+        """Layers' worth of memory a token takes: >= the layer count when groups are padded."""
+        return self.group_size * self.num_groups
 
     @property
     def bytes_per_token(self) -> int:
@@ -79,22 +85,13 @@ def vllm_layout(arch: ModelArch, full: int, sliding: int, tp: int, kv_bytes: flo
     if max(counts) < group_size * 1.25:
         group_size = max(counts)
     groups = sum(math.ceil(c / group_size) for c in counts)
-    return KVLayout(block, page, group_size * groups, full, sliding)
+    return KVLayout(block, page, group_size, groups, full, sliding)
 
 
 def vllm_tokens(layout: KVLayout, available_bytes: float) -> tuple[int, int]:
     """(num_blocks in the shared pool, tokens vLLM logs as "GPU KV cache size")."""
-    group_size = layout.layer_slots // _num_groups(layout)
-    num_blocks = int(available_bytes // (layout.page_bytes * group_size))
-    return num_blocks, num_blocks // _num_groups(layout) * layout.block_size
-
-
-def _num_groups(layout: KVLayout) -> int:
-    counts = [c for c in (layout.full_layers, layout.sliding_layers) if c]
-    group_size = min(counts)
-    if max(counts) < group_size * 1.25:
-        group_size = max(counts)
-    return sum(math.ceil(c / group_size) for c in counts)
+    num_blocks = int(available_bytes // (layout.page_bytes * layout.group_size))
+    return num_blocks, num_blocks // layout.num_groups * layout.block_size
 
 
 def vllm_max_concurrency(
@@ -104,7 +101,6 @@ def vllm_max_concurrency(
     min(window - 1 + max_num_batched_tokens, L) tokens (+1 block of slack)."""
     b = layout.block_size
     counts = [(layout.full_layers, False), (layout.sliding_layers, True)]
-    group_size = layout.layer_slots // _num_groups(layout)
     blocks = 0
     for count, is_sliding in counts:
         if not count:
@@ -114,5 +110,5 @@ def vllm_max_concurrency(
             if is_sliding
             else math.ceil(max_len / b)
         )
-        blocks += math.ceil(count / group_size) * per_group
+        blocks += math.ceil(count / layout.group_size) * per_group
     return num_blocks / blocks if blocks else 0.0

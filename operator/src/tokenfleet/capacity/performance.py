@@ -68,7 +68,7 @@ class StepModel:
         s = 0.0
         if self.tp > 1:
             latency = EFFICIENCY["allreduce_latency_s"] * (4 if self.pcie else 1)
-            s += 2 * (self.layers / self.pp) * latency * self.pp
+            s += 2 * self.layers * latency  # two all-reduces per layer, every stage in turn
         if self.pp > 1:
             s += (self.pp - 1) * EFFICIENCY["pp_hop_latency_s"]
         return s
