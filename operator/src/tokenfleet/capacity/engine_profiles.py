@@ -19,7 +19,7 @@ the overhead ranges it reports; tests/unit/capacity/test_calibration.py checks t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import GPU
@@ -61,7 +61,10 @@ def parse_version(version: str, field: str = "engine-version") -> tuple[int, int
     return int(major), int(minor), int(patch or 0)
 
 
-_VLLM_LEGACY = dict(
+_VLLM_LEGACY = EngineProfile(
+    engine="vllm",
+    name="vllm-0.9-0.11",
+    version="",
     forward_factor=2.8,
     sampler_factor=4.0,
     activation_peaks_add=True,
@@ -71,7 +74,12 @@ _VLLM_LEGACY = dict(
     cuda_graphs_in_budget=False,
     default_memory_fraction=0.90,
 )
-_VLLM_V1 = {**_VLLM_LEGACY, "forward_factor": 1.0, "activation_peaks_add": False}
+_VLLM_V1 = replace(
+    _VLLM_LEGACY, name="vllm-0.12-0.20", forward_factor=1.0, activation_peaks_add=False
+)
+_VLLM_NEWER = replace(
+    _VLLM_V1, name="vllm-0.21+", cuda_graphs_in_budget=True, default_memory_fraction=0.92
+)
 
 
 def engine_profile(engine: str, version: str | None = None) -> EngineProfile:
@@ -103,12 +111,8 @@ def engine_profile(engine: str, version: str | None = None) -> EngineProfile:
             "vLLM before 0.9 (V0 engine) is not modelled",
             "use vLLM 0.9 or newer",
         )
-    if v < (0, 12, 0):
-        return EngineProfile(engine="vllm", name="vllm-0.9-0.11", version=resolved, **_VLLM_LEGACY)  # type: ignore[arg-type]
-    if v < (0, 21, 0):
-        return EngineProfile(engine="vllm", name="vllm-0.12-0.20", version=resolved, **_VLLM_V1)  # type: ignore[arg-type]
-    newer = {**_VLLM_V1, "cuda_graphs_in_budget": True, "default_memory_fraction": 0.92}
-    return EngineProfile(engine="vllm", name="vllm-0.21+", version=resolved, **newer)  # type: ignore[arg-type]
+    family = _VLLM_LEGACY if v < (0, 12, 0) else _VLLM_V1 if v < (0, 21, 0) else _VLLM_NEWER
+    return replace(family, version=resolved)
 
 
 def default_batch_limits(engine: str, gpu: GPU) -> tuple[int, int]:
