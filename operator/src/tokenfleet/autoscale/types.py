@@ -1,0 +1,135 @@
+"""The autoscaler's records: what Prometheus showed, what the fleet is, what was decided.
+
+Pure data shared by the policy (pure), the signals / Prometheus client (I/O), the operator's
+timer and `tokenfleet autoscale-sim`. Times are seconds on one clock chosen by the caller
+(wall-clock Unix seconds in the operator, virtual seconds in the offline simulator): the
+policy never reads a clock itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# Why a decision held instead of acting (None when it acted or had nothing to do).
+HoldReason = Literal[
+    "PrometheusDown",  # the query failed: unreachable, timeout, 5xx
+    "NoData",  # no series for this LLMService (not scraped yet, wrong labels)
+    "StaleData",  # the newest sample is older than the staleness bound
+    "PartialData",  # fewer replicas report than are ready
+    "ReplicasStarting",  # earlier new replicas are not ready yet: no new scale-up
+    "Cooldown",  # too soon after the last scale event in that direction
+    "Stabilizing",  # a scale-down waits for the stabilization window
+]
+
+
+@dataclass(frozen=True)
+class Signals:
+    """One observation of one LLMService, evaluated by Prometheus at `at`.
+
+    None means "no value" (the query returned nothing, or 0/0 at zero load): the policy must
+    tell that apart from zero. Rates are per second over the query window, summed over the
+    LLMService's replicas unless the name says per replica.
+    """
+
+    at: float
+    """Evaluation time of the queries."""
+    reporting_replicas: int
+    """Replicas with a fresh sample (count of scraped engine pods that are up)."""
+    request_rate: float | None = None
+    """Finished requests per second, whole LLMService."""
+    ttft_quantile_seconds: float | None = None
+    """TTFT at slo.quantile (histogram_quantile over the window)."""
+    ttft_attainment: float | None = None
+    """Fraction of requests with TTFT <= slo.ttftMs (safe rounding to the bucket below)."""
+    tpot_attainment: float | None = None
+    """Fraction of requests with inter-token latency <= slo.tpotMs (same rounding)."""
+    goodput: float | None = None
+    """Requests per second that met the SLO: lower bound of the joint bound times the rate."""
+    running_per_replica: float | None = None
+    """Mean requests running per reporting replica."""
+    waiting_per_replica: float | None = None
+    """Mean requests waiting per reporting replica."""
+    kv_usage: float | None = None
+    """Mean KV-cache usage 0-1 over reporting replicas."""
+    newest_sample_age_seconds: float | None = None
+    """Age of the newest engine sample at `at` (staleness); None: unknown."""
+
+
+@dataclass(frozen=True)
+class FleetState:
+    """What runs now, as the LLMService's status and spec say."""
+
+    desired: int
+    """spec.replicas: what the workload is asked to run."""
+    ready: int
+    """status.readyReplicas: replicas that serve."""
+    min_replicas: int
+    max_replicas: int
+
+    @property
+    def starting(self) -> int:
+        """Replicas asked for but not ready yet (cold start is minutes for GPU pods)."""
+        return max(0, self.desired - self.ready)
+
+
+@dataclass(frozen=True)
+class CapacityEstimate:
+    """Requests per second one replica serves within the SLO.
+
+    `predicted` is the capacity model's plan() goodput; `observed` the online correction
+    learnt from Prometheus (None until there is evidence). The policy uses `effective`.
+    """
+
+    predicted: float
+    observed: float | None = None
+
+    @property
+    def effective(self) -> float:
+        return self.observed if self.observed is not None else self.predicted
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One past raw recommendation, kept for the stabilization windows."""
+
+    at: float
+    replicas: int
+
+
+@dataclass(frozen=True)
+class History:
+    """What the policy remembers between decisions. Returned (updated) in every Decision;
+    the caller stores it (the operator in memory per LLMService, rebuilt from status after a
+    restart) and passes it back next time."""
+
+    recommendations: tuple[Recommendation, ...] = ()
+    last_scale_up_at: float | None = None
+    last_scale_down_at: float | None = None
+    panic_until: float | None = None
+    capacity: CapacityEstimate | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    previous: int
+    """The replicas before this decision (current.desired)."""
+    desired: int
+    """Replicas to run from now on (== previous when holding)."""
+    reason: str
+    """One line a person can act on: what was seen and why this number."""
+    driver: str
+    """The signal that decided: "ttft", "goodput", "feedforward", "queue", "bounds", "hold"..."""
+    history: History
+    held: HoldReason | None = None
+    panic: bool = False
+    limited: Literal["max", "min"] | None = None
+    """The raw recommendation was clipped to maxReplicas / minReplicas."""
+    details: dict[str, float] = field(default_factory=dict)
+    """Numbers behind the decision (raw recommendation, feed-forward estimate...)."""
+
+    @property
+    def direction(self) -> Literal["up", "down", "none"]:
+        if self.desired == self.previous:
+            return "none"
+        return "up" if self.desired > self.previous else "down"
