@@ -128,6 +128,18 @@ def test_namespaced_mode_has_no_cluster_role() -> None:
     assert {r["metadata"]["namespace"] for r in of_kind(docs, "Role")} == {"team-a", "team-b"}
 
 
+def test_roles_are_the_rules_file() -> None:
+    """tests/integration/test_rbac.py checks files/rbac-rules.yaml against the operator's
+    requests; the rendered roles must be exactly those rules."""
+    rules = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())
+    (cluster_role,) = of_kind(render(), "ClusterRole")
+    assert cluster_role["rules"] == rules["namespaced"] + rules["peering"]["cluster"]
+    for role in of_kind(render(COMBINATIONS["namespaced-standalone"]), "Role"):
+        assert role["rules"] == rules["namespaced"]  # standalone: no peering
+    (role, _) = of_kind(render({"watchNamespaces": ["a", "b"]}), "Role")
+    assert role["rules"] == rules["namespaced"] + rules["peering"]["namespaced"]
+
+
 def test_no_access_to_secrets() -> None:
     for values in COMBINATIONS.values():
         for role in of_kind(render(values), "ClusterRole") + of_kind(render(values), "Role"):
