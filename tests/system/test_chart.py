@@ -22,6 +22,10 @@ from tokenfleet.api.crd import CRD_FILE, render_crd_yaml
 from tokenfleet.capacity.gpus import GPUS
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "data"
+PEERINGS = {
+    "ClusterKopfPeering": "kopf.dev_clusterkopfpeerings.yaml",
+    "KopfPeering": "kopf.dev_kopfpeerings.yaml",
+}
 CUSTOM = {
     "ServiceMonitor": "servicemonitor-v1.schema.json",
     "PrometheusRule": "prometheusrule-v1.schema.json",
@@ -48,7 +52,7 @@ def test_lint_finds_a_broken_template(tmp_path: Path) -> None:
 def test_rendered_objects_pass_kubernetes_validate_strict(
     combination: str, version: str, tmp_path: Path
 ) -> None:
-    docs = [d for d in render(COMBINATIONS[combination]) if d["kind"] not in CUSTOM]
+    docs = [d for d in render(COMBINATIONS[combination]) if d["kind"] not in {*CUSTOM, *PEERINGS}]
     code, output = run_validator(docs, version, tmp_path)
     problems = [line for line in output.splitlines() if not line.startswith("INFO")]
     assert code == 0 and not problems, "\n".join(problems)
@@ -66,9 +70,35 @@ def test_monitoring_objects_match_their_schemas(kind: str) -> None:
     assert list(validator.iter_errors(broken))
 
 
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_peering_objects_match_the_kopf_crds(combination: str) -> None:
+    """kubernetes-validate knows no kopf.dev kinds: check them against the chart's CRDs."""
+    for doc in render(COMBINATIONS[combination]):
+        if doc["kind"] not in PEERINGS:
+            continue
+        crd = yaml.safe_load((CHART / "crds" / PEERINGS[doc["kind"]]).read_text())
+        assert doc["apiVersion"] == f"{crd['spec']['group']}/v1"
+        namespaced = crd["spec"]["scope"] == "Namespaced"
+        assert ("namespace" in doc["metadata"]) == namespaced
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        jsonschema.validate(doc, schema)
+        assert set(doc) == {"apiVersion", "kind", "metadata"}
+
+
+def test_peering_object_per_scope() -> None:
+    (cluster,) = of_kind(render(), "ClusterKopfPeering")
+    assert cluster["metadata"]["name"] == "tokenfleet"
+    namespaced = of_kind(render({"watchNamespaces": ["a", "b"]}), "KopfPeering")
+    assert {p["metadata"]["namespace"] for p in namespaced} == {"a", "b"}
+    assert not of_kind(render(COMBINATIONS["namespaced-standalone"]), "KopfPeering")
+
+
 def test_defaults_need_no_prometheus_operator() -> None:
     kinds = {d["kind"] for d in render()}
-    assert kinds == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"}
+    assert kinds == {
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
+        "ClusterKopfPeering",
+    }  # fmt: skip
 
 
 def test_operator_deployment_is_hardened() -> None:
