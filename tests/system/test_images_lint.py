@@ -39,11 +39,29 @@ def test_dockerfile_is_lint_clean(path: Path) -> None:
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.parent.name)
 def test_dockerfile_is_pinned_non_root_and_installs_the_repo(path: Path) -> None:
     text = path.read_text()
-    (base,) = re.findall(r"^FROM (\S+)", text, re.M)
-    assert re.match(r"^python:\d+\.\d+\.\d+-slim-\w+$", base), base  # a patch release
+    bases = re.findall(r"^FROM (\S+)", text, re.M)
+    assert bases, "no FROM"
+    for base in bases:
+        assert re.match(r"^python:\d+\.\d+\.\d+-slim-\w+$", base), base  # a patch release
     users = re.findall(r"^USER (\S+)", text, re.M)
     assert users and users[-1] not in ("root", "0")
-    assert "COPY operator/src" in text and "pip install ." in text
+    # The package comes from this repository's source, built into a wheel.
+    assert "COPY operator/src" in text and "pip wheel" in text
+    final = text.split("\nFROM ")[-1]
+    assert "COPY --from=build /wheels" in final and "pip install /wheels/" in final
+
+
+def test_dockerignore_lets_in_what_the_images_copy() -> None:
+    lines = (REPO / ".dockerignore").read_text().splitlines()
+    assert "*" in lines  # everything else stays out of the build context
+    copied = {
+        src
+        for path in DOCKERFILES
+        for line in re.findall(r"^COPY (?!--from)(.+) \S+$", path.read_text(), re.M)
+        for src in line.split()
+    }
+    assert copied == {"pyproject.toml", "README.md", "operator/src"}
+    assert {f"!{src}" for src in copied} <= set(lines)
 
 
 def test_hadolint_catches_a_bad_dockerfile(tmp_path: Path) -> None:
