@@ -13,6 +13,20 @@ REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tokenfleet"
 RELEASE, NAMESPACE = "tf", "tokenfleet-system"
 
+# A GPU type the built-in catalog lacks (illustrative figures of a 96 GB PCIe card).
+NEW_GPU = {
+    "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "memoryGib": 94.97,
+    "bandwidthGbps": 1597,
+    "bf16Tflops": 503,
+    "fp8Tflops": 1007,
+    "interconnect": "PCIe Gen5",
+    "interconnectGbps": 64,
+    "gpusPerNode": 8,
+    "nodeLabelValue": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+    "pricePerHour": 1.9,
+}
+
 # The value combinations a user picks: defaults; everything on; namespaced and single.
 COMBINATIONS: dict[str, dict[str, Any]] = {
     "defaults": {},
@@ -23,7 +37,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "crds": {"templated": True},
         "prometheusUrl": "http://prometheus-operated.monitoring:9090",
         "engineImages": {"vllm:amd": "mirror.local/vllm-rocm:v{version}"},
-        "gpuCatalog": {"gpus": {"h100-sxm": {"pricePerHour": 2.49}}},
+        "gpuCatalog": {"gpus": {"h100-sxm": {"pricePerHour": 2.49}, "rtx-pro-6000": NEW_GPU}},
         "logLevel": "debug",
     },
     "namespaced-standalone": {

@@ -8,6 +8,7 @@ prometheus-operator's Go types (tests/data); CRDs against apiextensions.k8s.io/v
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,15 @@ import helm_python as helm
 import jsonschema
 import pytest
 import yaml
-from chart_render import CHART, COMBINATIONS, chart, notes, of_kind, render
+from chart_render import CHART, COMBINATIONS, NEW_GPU, chart, notes, of_kind, render
 from test_manifests_validate import VERSIONS, run_validator
 
 from tokenfleet.api.crd import CRD_FILE, render_crd_yaml
-from tokenfleet.capacity.gpus import GPUS
+from tokenfleet.api.gpu import GpuType
+from tokenfleet.capacity.overlay import FIELDS
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "data"
+GPU_IDS = list(typing.get_args(GpuType))
 PEERINGS = {
     "ClusterKopfPeering": "kopf.dev_clusterkopfpeerings.yaml",
     "KopfPeering": "kopf.dev_kopfpeerings.yaml",
@@ -133,7 +136,9 @@ def test_values_become_operator_flags() -> None:
     overlay = yaml.safe_load(catalog["data"]["gpu-catalog.yaml"])
     from tokenfleet.capacity.overlay import parse_overlay
 
-    assert parse_overlay(overlay)["h100-sxm"].price_per_hour == 2.49  # the operator reads it
+    parsed = parse_overlay(overlay)  # what the operator reads at start-up
+    assert parsed["h100-sxm"].price_per_hour == 2.49
+    assert parsed["rtx-pro-6000"].memory_gib == NEW_GPU["memoryGib"]
 
 
 def test_the_operator_parses_the_rendered_flags() -> None:
@@ -190,6 +195,17 @@ def test_chart_crds_are_the_generated_and_kopf_ones() -> None:
     assert (CHART / "crds" / CRD_FILE).read_text() == render_crd_yaml()
 
 
+def test_a_new_gpu_type_joins_the_templated_crd() -> None:
+    values = {"gpuCatalog": {"gpus": {"rtx-pro-6000": NEW_GPU}}}
+    with pytest.raises(helm.HelmError, match=r"set crds\.templated=true"):
+        render(values)  # the static CRD would reject every LLMService on it
+    templated = of_kind(render({**values, "crds": {"templated": True}}), "CustomResourceDefinition")
+    (crd,) = [c for c in templated if c["metadata"]["name"] == "llmservices.tokenfleet.dev"]
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    enum = schema["properties"]["spec"]["properties"]["gpu"]["properties"]["type"]["enum"]
+    assert enum == [*GPU_IDS, "rtx-pro-6000"]
+
+
 def test_templated_crds_equal_the_crds_folder_and_are_kept() -> None:
     templated = of_kind(render({"crds": {"templated": True}}), "CustomResourceDefinition")
     files = [yaml.safe_load(p.read_text()) for p in sorted((CHART / "crds").glob("*.yaml"))]
@@ -212,7 +228,8 @@ def test_templated_crds_equal_the_crds_folder_and_are_kept() -> None:
         ({"prometheusUrl": "prometheus:9090"}, "prometheusUrl"),
         ({"engineImages": {"trtllm": "x"}}, "trtllm"),
         ({"gpuCatalog": {"gpus": {"l4": {"pricePerHour": -1}}}}, "pricePerHour"),
-        ({"gpuCatalog": {"gpus": {"rtx-9090": {}}}}, "rtx-9090"),
+        ({"gpuCatalog": {"gpus": {"RTX_9090": {}}}}, "RTX_9090"),
+        ({"gpuCatalog": {"gpus": {"l4": {"tflops": 1}}}}, "tflops"),
         ({"prometheusRule": {"ttft": {"thresholdSeconds": "2.5"}}}, "thresholdSeconds"),
         ({"prometheusRule": {"ttft": {"objective": 1.5}}}, "objective"),
         ({"serviceMonitor": {"interval": "soon"}}, "interval"),
@@ -242,8 +259,8 @@ def test_every_value_is_in_the_schema() -> None:
                 walk(value, node["properties"][key], f"{path}{key}.")
 
     walk(chart().values, schema, "")
-    gpus = schema["properties"]["gpuCatalog"]["properties"]["gpus"]["propertyNames"]["enum"]
-    assert gpus == list(GPUS)  # the overlay can name exactly the catalog's GPU types
+    gpus = schema["properties"]["gpuCatalog"]["properties"]["gpus"]["additionalProperties"]
+    assert set(gpus["properties"]) == set(FIELDS)  # the overlay's fields, no more, no less
 
 
 def test_notes_say_what_to_do_next() -> None:

@@ -33,3 +33,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "tokenfleet.clusterwide" -}}
 {{- if not .Values.watchNamespaces }}true{{ end -}}
 {{- end -}}
+
+{{/* GPU types the catalog overlay adds (not in the LLMService CRD's enum), as a JSON list. */}}
+{{- define "tokenfleet.newGpuTypes" -}}
+{{- $crd := .Files.Get "crds/tokenfleet.dev_llmservices.yaml" | fromYaml -}}
+{{- $version := index $crd.spec.versions 0 -}}
+{{- $known := $version.schema.openAPIV3Schema.properties.spec.properties.gpu.properties.type.enum -}}
+{{- $new := list -}}
+{{- range $id, $_ := (.Values.gpuCatalog.gpus | default dict) -}}
+{{- if not (has $id $known) -}}{{- $new = append $new $id -}}{{- end -}}
+{{- end -}}
+{{- toJson $new -}}
+{{- end -}}

@@ -24,7 +24,8 @@ def test_overlay_changes_only_the_named_fields() -> None:
     ("data", "needle"),
     [
         ([], "expected a mapping with one key"),
-        ({"gpus": {"rtx-9090": {}}}, "not a GPU type of the catalog"),
+        ({"gpus": {"rtx-9090": {"pricePerHour": 1}}}, "add name, memoryGib, bandwidthGbps"),
+        ({"gpus": {"RTX_9090": {}}}, "not a valid GPU id"),
         ({"gpus": {"l4": {"price": 1}}}, "gpus.l4.price=1: unknown field"),
         ({"gpus": {"l4": {"pricePerHour": -1}}}, "gpus.l4.pricePerHour=-1: must be positive"),
         ({"gpus": {"l4": {"memoryGib": "big"}}}, "must be a number"),
@@ -54,3 +55,50 @@ def test_operator_refuses_a_bad_overlay_before_starting(
     assert "gpus.l4.pricePerHour=-1" in capsys.readouterr().err
     assert main(["operator", "--standalone", "--engine-image", "vllm"]) == 2
     assert "--engine-image" in capsys.readouterr().err
+
+
+# Illustrative figures of a 96 GB PCIe card: the test checks the overlay path (parse, plan,
+# render), not the numbers, which a cluster operator takes from the vendor's datasheet.
+NEW_GPU = {
+    "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "memoryGib": 94.97,
+    "bandwidthGbps": 1597,
+    "bf16Tflops": 503,
+    "fp8Tflops": 1007,
+    "interconnect": "PCIe Gen5",
+    "interconnectGbps": 64,
+    "gpusPerNode": 8,
+    "nodeLabelValue": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+    "pricePerHour": 1.9,
+}
+
+
+def test_a_new_gpu_type_is_planned_and_parsed_after_the_overlay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tokenfleet.api import SpecError, parse_llmservice, to_plan_request
+    from tokenfleet.capacity import plan
+
+    body = {
+        "apiVersion": "tokenfleet.dev/v1alpha1",
+        "kind": "LLMService",
+        "metadata": {"name": "m", "namespace": "ns"},
+        "spec": {"model": {"id": "meta-llama/Llama-3.1-8B"}, "gpu": {"type": "rtx-pro-6000"}},
+    }
+    with pytest.raises(SpecError, match="use one of"):
+        parse_llmservice(body)  # unknown to the built-in catalog
+    monkeypatch.setattr("tokenfleet.capacity.gpus.GPUS", dict(GPUS))  # restored after
+    from tokenfleet.capacity import gpus
+
+    gpus.GPUS.update(parse_overlay({"gpus": {"rtx-pro-6000": NEW_GPU}}, gpus.GPUS))
+    service = parse_llmservice(body)
+    result = plan(to_plan_request(service))
+    assert result.gpu.id == "rtx-pro-6000"
+    assert result.gpu.resource_name == "nvidia.com/gpu"  # the default vendor
+    assert result.gpus_per_replica == 1
+    from tokenfleet import render
+
+    (deployment,) = [m for m in render.all(service, result) if m["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["nodeSelector"]["nvidia.com/gpu.product"] == NEW_GPU["nodeLabelValue"]
+    assert pod["containers"][0]["image"].startswith("vllm/vllm-openai:v")
