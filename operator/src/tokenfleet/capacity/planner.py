@@ -280,15 +280,14 @@ def _gpus(ev: Evaluation) -> int:
 
 
 def _step_model(ctx: _Context, ev: Evaluation) -> StepModel:
-    compute_fp8 = ctx.fmt.linear_bytes <= 1.01 and ctx.req.gpu.fp8_tflops > ctx.req.gpu.bf16_tflops
     return build_step_model(
         ctx.req.arch,
         ctx.req.gpu,
         ev.layout.tp,
         ev.layout.pp,
-        ev.weights_total / (ev.layout.tp * ev.layout.pp),
+        ctx.fmt,
         ctx.kv_bytes,
-        compute_fp8,
+        ctx.per_node,
     )
 
 
