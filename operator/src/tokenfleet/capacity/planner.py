@@ -23,6 +23,7 @@ from tokenfleet.capacity.engine_profiles import (
 )
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.kv import kv_dtype_bytes
+from tokenfleet.capacity.load import Replica, predict_under_load
 from tokenfleet.capacity.memory import (
     CUDA_CONTEXT_GIB,
     Evaluation,
@@ -358,16 +359,26 @@ def plan(req: PlanRequest) -> Plan:
     gpus = _gpus(ev)
     step = _step_model(ctx, ev)
     slots = min(max_seqs, ev.kv_tokens // max(request_tokens, 1))
-    prediction = predict(
+    replica = Replica(
+        ev.kv_tokens,
+        max_seqs,
+        ctx.batched,
+        max_len,
+        block_size=1 if req.engine == "sglang" else 16,
+    )
+    prediction = predict_under_load(
         step,
-        _workload(ctx),
+        replica,
+        req.concurrency,
+        req.input_tokens,
+        req.output_tokens,
         slots,
         gpus,
         req.gpu.price_per_hour,
         req.ttft_slo_ms / 1e3,
         req.tpot_slo_ms / 1e3,
     )
-    if prediction.goodput_concurrency == 0:
+    if prediction.goodput_requests_per_second == 0:
         ttft_1, tpot_1 = latency_at(step, _workload(ctx), 1)
         warnings.append(
             f"even a single request misses the SLO (predicted TTFT {ttft_1 * 1e3:.0f} ms, TPOT "

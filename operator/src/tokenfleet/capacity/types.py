@@ -83,15 +83,27 @@ class MemoryBreakdown:
 
 @dataclass(frozen=True)
 class Prediction:
-    ttft_ms: float
-    tpot_ms: float
+    """Predicted behaviour of one replica: a closed loop at the target concurrency, and the
+    goodput capacity (the open-loop request rate it serves within the SLO)."""
+
+    ttft_ms: float  # median, closed loop at the target concurrency
+    tpot_ms: float  # median per-request TPOT, same run
     output_tokens_per_second: float
     requests_per_second: float
-    goodput_requests_per_second: float
-    goodput_concurrency: int  # the highest concurrency that still meets the SLO
+    goodput_requests_per_second: float  # highest Poisson rate meeting the SLO (capacity)
+    goodput_concurrency: int  # mean requests in flight at that rate (Little's law)
     cost_per_million_output_tokens: float
+    concurrency: int = 1  # the target concurrency the first rows were predicted at
+    ttft_p95_ms: float = 0.0
+    ttft_p99_ms: float = 0.0
+    itl_ms: float = 0.0  # median inter-token latency (decode steps, prefill stalls included)
+    total_tokens_per_second: float = 0.0
+    goodput_ttft_p95_ms: float = 0.0  # p95 TTFT at the goodput rate
+    goodput_tpot_ms: float = 0.0  # median TPOT at the goodput rate
+    saturation_requests_per_second: float = 0.0  # throughput with every slot busy
+    method: str = "scheduler"  # "scheduler": virtual run of the scheduler core
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, float | int | str]:
         return {
             "ttftMs": round(self.ttft_ms, 1),
             "tpotMs": round(self.tpot_ms, 2),
@@ -100,6 +112,14 @@ class Prediction:
             "goodputRequestsPerSecond": round(self.goodput_requests_per_second, 3),
             "goodputConcurrency": self.goodput_concurrency,
             "costPerMillionOutputTokens": round(self.cost_per_million_output_tokens, 3),
+            "concurrency": self.concurrency,
+            "ttftP95Ms": round(self.ttft_p95_ms, 1),
+            "ttftP99Ms": round(self.ttft_p99_ms, 1),
+            "itlMs": round(self.itl_ms, 2),
+            "totalTokensPerSecond": round(self.total_tokens_per_second, 1),
+            "goodputTtftP95Ms": round(self.goodput_ttft_p95_ms, 1),
+            "goodputTpotMs": round(self.goodput_tpot_ms, 2),
+            "saturationRequestsPerSecond": round(self.saturation_requests_per_second, 3),
         }
 
 
