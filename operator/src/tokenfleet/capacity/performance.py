@@ -23,8 +23,10 @@ from tokenfleet.capacity.kernels import (
     MOE_BANDWIDTH_SCALE,
     MOE_COMPUTE_SCALE,
     MOE_LAYER_LATENCY_S,
+    SINK_FALLBACK,
     STEP_OVERHEAD_S,
     format_of,
+    generation,
     kernel_for,
     peak_tflops,
     ramp,
@@ -130,7 +132,13 @@ class StepModel:
         pairs = prefill_tokens * prefill_tokens / 2
         if prefill_attention_pairs is not None:
             pairs = prefill_attention_pairs
-        attn = self.attn_flops_coeff * (pairs + decode_context_tokens)
+        context = float(decode_context_tokens)
+        if self.sliding_layers and self.window:
+            # Sliding-window layers attend to at most `window` keys per query.
+            f = self.sliding_layers / (self.sliding_layers + self.full_layers)
+            pairs = (1 - f) * pairs + f * min(pairs, prefill_tokens * self.window)
+            context = (1 - f) * context + f * min(context, decode_seqs * self.window)
+        attn = self.attn_flops_coeff * (pairs + context)
         compute_s += attn / (self.attention_tflops * 1e12 * self.attention_efficiency)
         return max(memory_s, compute_s) + latency_s + self.comm.seconds(tokens) + self.overhead_s
 
@@ -163,6 +171,10 @@ def build_step_model(
     p = arch.params
     kernel = kernel_for(gpu, format_of(fmt.method, fmt.linear_bytes, fmt.dtype_bytes))
     attn_kernel = kernel_for(gpu, "bf16")
+    attention_efficiency = attn_kernel.compute
+    if arch.model_type.startswith("gpt_oss") and generation(gpu) in SINK_FALLBACK:
+        # Attention sinks: FlashAttention 2 has none, so pre-Hopper GPUs run a slower backend.
+        attention_efficiency *= SINK_FALLBACK[generation(gpu)]
     moe_layers = arch.layers - arch.moe.first_dense_layers if arch.moe else 0
     expert_bytes = 0.0
     if arch.moe and moe_layers:
@@ -196,7 +208,7 @@ def build_step_model(
         linear_tflops=peak_tflops(gpu, kernel.peak),
         attention_tflops=gpu.bf16_tflops,
         compute_efficiency=kernel.compute,
-        attention_efficiency=attn_kernel.compute,
+        attention_efficiency=attention_efficiency,
         bandwidth=gpu.bandwidth_gbps,
         bandwidth_efficiency=kernel.bandwidth,
         layers=arch.layers,

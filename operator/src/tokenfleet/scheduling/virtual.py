@@ -73,13 +73,18 @@ class _Run:
     """The event loop shared by both runs: arrivals in, steps (or fast-forwards) out."""
 
     def __init__(
-        self, config: SchedulerConfig, timer: StepTimer, slo: tuple[float, float] | None
+        self,
+        config: SchedulerConfig,
+        timer: StepTimer,
+        slo: tuple[float, float] | None,
+        overhead: float = 0.0,
     ) -> None:
         self.scheduler = Scheduler(config, timer, record_token_times=False)
         self.pending: list[tuple[float, int, SimRequest]] = []
         self.finished: list[SimRequest] = []
         self.itl: list[tuple[float, float]] = []  # (gap seconds, tokens that saw it)
         self.slo = slo
+        self.overhead = overhead  # seconds a request spends outside the scheduler
         self.count = 0
         self.now = 0.0
 
@@ -114,20 +119,23 @@ class _Run:
         return list(outcome.finished)
 
     def stats(self, measured: list[SimRequest], window: float, saturated: bool) -> LoadStats:
-        ttft = sorted(r.first_token_at - r.arrival for r in measured)  # type: ignore[operator]
+        # A request reaches the scheduler `overhead` after it is sent (HTTP, tokeniser):
+        # latencies the client sees start that much earlier.
+        extra = self.overhead
+        ttft = sorted(r.first_token_at - r.arrival + extra for r in measured)  # type: ignore[operator]
         tpots = sorted(
             (r.last_token_at - r.first_token_at) / (r.output_tokens - 1)  # type: ignore[operator]
             for r in measured
             if r.output_tokens > 1
         )
-        e2e = [r.finished_at - r.arrival for r in measured]  # type: ignore[operator]
+        e2e = [r.finished_at - r.arrival + extra for r in measured]  # type: ignore[operator]
         good = len(measured)
         if self.slo is not None:
             ttft_slo, tpot_slo = self.slo
             good = sum(
                 1
                 for r in measured
-                if r.first_token_at - r.arrival <= ttft_slo  # type: ignore[operator]
+                if r.first_token_at - r.arrival + extra <= ttft_slo  # type: ignore[operator]
                 and (
                     r.output_tokens <= 1
                     or (r.last_token_at - r.first_token_at) / (r.output_tokens - 1)  # type: ignore[operator]
@@ -165,10 +173,11 @@ def closed_loop(
     measured: int,
     slo: tuple[float, float] | None = None,
     max_steps: int = 200_000,
+    request_overhead: float = 0.0,
 ) -> LoadStats:
     """`concurrency` clients, back to back. The first `concurrency` requests to finish are
     warm-up; the next `measured` are counted."""
-    run = _Run(config, timer, slo)
+    run = _Run(config, timer, slo, request_overhead)
     c = max(1, concurrency)
     prompt, out = shapes[0]
     # Stagger the clients over one request's estimated latency so finishes spread out as in a
@@ -189,7 +198,7 @@ def closed_loop(
             if done > c:
                 counted.append(request)
             if issued < c + measured:
-                run.arrive(run.now, shapes[issued % len(shapes)])
+                run.arrive(run.now + request_overhead, shapes[issued % len(shapes)])
                 issued += 1
         if not finished and run.scheduler.idle and not run.pending:
             break
@@ -198,7 +207,7 @@ def closed_loop(
     if not counted:
         return run.stats([], 0.0, saturated=True)
     e2e = sum(r.finished_at - r.arrival for r in counted) / len(counted)  # type: ignore[operator]
-    return run.stats(counted, len(counted) * e2e / c, saturated=False)
+    return run.stats(counted, len(counted) * (e2e + request_overhead) / c, saturated=False)
 
 
 def open_loop(
@@ -211,12 +220,13 @@ def open_loop(
     seed: int = 0,
     max_steps: int = 200_000,
     warmup: int | None = None,
+    request_overhead: float = 0.0,
 ) -> LoadStats:
     """Poisson arrivals at `rate` req/s. The first `warmup` requests (default 20%) fill the
     replica and are not counted: give at least the expected number in flight (rate x
     latency). `saturated` when the rate outruns the replica: requests in the system pile up
     over the measured window."""
-    run = _Run(config, timer, slo)
+    run = _Run(config, timer, slo, request_overhead)
     rng = random.Random(seed)
     at = 0.0
     arrivals: list[SimRequest] = []
@@ -265,3 +275,24 @@ def open_loop(
             total_tokens_per_second=rate * total,
         )
     return stats
+
+
+def offline(
+    config: SchedulerConfig,
+    timer: StepTimer,
+    shapes: Sequence[Shape],
+    requests: int,
+    max_steps: int = 400_000,
+    request_overhead: float = 0.0,
+) -> LoadStats:
+    """Every request sent at once (`--request-rate inf`, offline throughput): tokens over
+    the makespan. TTFT here is queueing, as the benchmarks that run it say."""
+    run = _Run(config, timer, None, request_overhead)
+    arrivals = [run.arrive(0.0, shapes[i % len(shapes)]) for i in range(requests)]
+    steps = 0
+    while (run.pending or not run.scheduler.idle) and steps < max_steps:
+        steps += 1
+        run.advance(max_steps)
+    done = [r for r in arrivals if r.finished]
+    makespan = max((r.finished_at or 0.0) for r in done) if done else 0.0
+    return run.stats(done, makespan, saturated=len(done) < len(arrivals))
