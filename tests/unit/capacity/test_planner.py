@@ -37,9 +37,17 @@ def _plan(model: str, gpu: str, **kw):
         ("openai/gpt-oss-120b", "h100-sxm", {}, 1, 1, 1),
         ("deepseek-ai/DeepSeek-V3", "h200", {}, 8, 1, 1),
         ("Qwen/Qwen3-235B-A22B", "h100-sxm", {}, 8, 1, 1),
-        # --tp is honoured; the planner adds pipeline stages (whole nodes) until it fits:
-        # at TP 4 x PP 2 each L4 has 0.6 GiB left for KV, less than one request.
-        ("meta-llama/Llama-3.1-70B", "l4", {"tensor_parallel_size": 4}, 4, 4, 2),
+        # --tp is honoured; with --pp auto the planner adds pipeline stages (whole nodes)
+        # until it fits: at TP 4 x PP 2 each L4 has 0.6 GiB left for KV, less than one
+        # request. (Without --pp auto a fixed TP keeps one stage: test_fleet.py.)
+        (
+            "meta-llama/Llama-3.1-70B",
+            "l4",
+            {"tensor_parallel_size": 4, "pipeline_auto": True},
+            4,
+            4,
+            2,
+        ),
         # The latency objective spends more GPUs on the same model.
         ("meta-llama/Llama-3.1-70B", "h100-sxm", {"objective": "latency"}, 8, 1, 1),
     ],
@@ -144,14 +152,29 @@ def test_max_model_len_is_lowered_to_what_fits_when_not_given():
 
 
 def test_concurrency_target_drives_tp_under_min_gpus():
-    small = _plan("meta-llama/Llama-3.1-8B", "l4", max_model_len=8192, concurrency=4)
-    large = _plan("meta-llama/Llama-3.1-8B", "l4", max_model_len=8192, concurrency=32)
+    kw = {"max_model_len": 8192, "objective": "min-gpus"}
+    small = _plan("meta-llama/Llama-3.1-8B", "l4", concurrency=4, **kw)
+    large = _plan("meta-llama/Llama-3.1-8B", "l4", concurrency=32, **kw)
     assert small.gpus_per_replica < large.gpus_per_replica
     assert large.kv_cache_tokens >= 32 * (2048 + 300)
 
 
+def test_concurrency_target_drives_replicas_under_cost():
+    # The default objective keeps the smallest replica and says how many replicas the
+    # concurrency needs instead of widening TP (issue: 8B on one L4 is TP 1).
+    # At 8K context one L4 holds 14 requests: 20 need 2 x TP 1, as many GPUs as 1 x TP 2.
+    p = _plan("meta-llama/Llama-3.1-8B", "l4", max_model_len=8192, concurrency=20)
+    assert p.gpus_per_replica == 1
+    assert "1 more replica serves the rest" in p.reason
+    # At 32 they would need 3 x TP 1: one TP 2 replica is fewer GPUs in total.
+    wide = _plan("meta-llama/Llama-3.1-8B", "l4", max_model_len=8192, concurrency=32)
+    assert wide.gpus_per_replica == 2 and "fewest GPUs in total" in wide.reason
+
+
 def test_unreachable_concurrency_warns_with_replica_count():
-    p = _plan("meta-llama/Llama-3.1-8B", "l4", max_model_len=8192, concurrency=2000)
+    p = _plan(
+        "meta-llama/Llama-3.1-8B", "l4", max_model_len=8192, concurrency=2000, objective="min-gpus"
+    )
     assert any("replicas" in w for w in p.warnings)
 
 

@@ -34,7 +34,7 @@ MAX_SIMULATED = 64
 CLOSED_MEASURED = 32  # requests counted after one warm-up wave (a steady closed loop)
 OPEN_MEASURED = 64  # Poisson arrivals counted per open-loop run, after the warm-up ones
 GOODPUT_ATTAINMENT = 0.95  # share of requests within SLO: spec.slo.quantile's default
-BISECTION_STEPS = 3  # after the first guess: the capacity to within ~1/8 of its bracket
+BISECTION_STEPS = 4  # the first guess, then 3 halvings: within 1/8 of its bracket
 
 
 @dataclass(frozen=True)

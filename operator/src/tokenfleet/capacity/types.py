@@ -9,7 +9,11 @@ from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.gpus import GPU
 
 Engine = Literal["vllm", "sglang"]
-Objective = Literal["min-gpus", "latency"]
+# cost: fewest GPUs in total (replicas x GPUs per replica) that hold the target concurrency,
+#       or with a target rate, the cheapest fleet that serves it within the SLO;
+# min-gpus: the fewest GPUs per replica whose KV cache alone holds the target concurrency;
+# latency: the single-node layout with the lowest predicted latency.
+Objective = Literal["cost", "min-gpus", "latency"]
 GIB = 1024**3
 
 # Workload defaults: the chat shape of the project's source material (2,048 in / 300 out)
@@ -47,7 +51,12 @@ class PlanRequest:
     tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS
     max_gpus_per_node: int | None = None
     max_nodes: int = 4
-    objective: Objective = "min-gpus"
+    objective: Objective = "cost"
+    # With a fixed tensor_parallel_size, pipeline stages are added only when asked (--pp auto).
+    pipeline_auto: bool = False
+    # Requests/s the whole fleet must serve within the SLO: plan() then sizes the fleet
+    # (replicas x layout) by cost and returns it in Plan.fleet.
+    target_requests_per_second: float | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +133,55 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class FleetOption:
+    """One way to serve the target rate: `replicas` of one layout."""
+
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    gpus_per_replica: int
+    replicas: int
+    goodput_requests_per_second: float  # per replica
+    ttft_p95_ms: float  # at the replica's goodput rate
+    cost_per_hour: float  # all replicas
+    cost_per_million_good_requests: float
+
+    @property
+    def total_gpus(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "replicas": self.replicas,
+            "gpusPerReplica": self.gpus_per_replica,
+            "totalGpus": self.total_gpus,
+            "tensorParallelSize": self.tensor_parallel_size,
+            "pipelineParallelSize": self.pipeline_parallel_size,
+            "goodputRequestsPerSecond": round(self.goodput_requests_per_second * self.replicas, 3),
+            "goodputPerReplica": round(self.goodput_requests_per_second, 3),
+            "ttftP95Ms": round(self.ttft_p95_ms, 1),
+            "costPerHour": round(self.cost_per_hour, 2),
+            "costPerMillionGoodRequests": round(self.cost_per_million_good_requests, 2),
+        }
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The answer to "how many GPUs, in what layout, serve R requests/s within the SLO"."""
+
+    target_requests_per_second: float
+    chosen: FleetOption
+    alternatives: tuple[FleetOption, ...]  # the other layouts considered, cheapest first
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        doc: dict[str, object] = dict(self.chosen.as_dict())
+        doc["targetRequestsPerSecond"] = self.target_requests_per_second
+        doc["alternatives"] = [a.as_dict() for a in self.alternatives]
+        doc["reason"] = self.reason
+        return doc
+
+
+@dataclass(frozen=True)
 class Plan:
     """A sized replica: how to run it, what it holds, and how fast it should be."""
 
@@ -154,6 +212,7 @@ class Plan:
     reason: str  # one line: why this TP / PP
     warnings: tuple[str, ...] = ()
     request: PlanRequest | None = field(default=None, compare=False, repr=False)
+    fleet: Fleet | None = None  # set when the request gives a target rate
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of `tokenfleet plan -o json` (engineArgs are added by engines)."""
@@ -181,4 +240,5 @@ class Plan:
             "predicted": self.predicted.as_dict(),
             "reason": self.reason,
             "warnings": list(self.warnings),
+            **({"fleet": self.fleet.as_dict()} if self.fleet else {}),
         }
