@@ -112,7 +112,9 @@ def closed(
     c = max(1, min(concurrency, replica.max_num_seqs * 64))
     scaled, config, w = lockstep(replica, timer, c, input_tokens + output_tokens)
     clients = max(1, round(c / w))
-    measured = max(CLOSED_MEASURED, clients)
+    # One wave of clients is warm-up; then at least CLOSED_MEASURED (a large loop is already
+    # steady after its first wave: half a wave more is enough for the means).
+    measured = max(CLOSED_MEASURED, clients // 2)
     stats = closed_loop(
         config,
         scaled,
@@ -151,6 +153,7 @@ def open_(
         seed=7,
         warmup=warmup,
         request_overhead=REQUEST_OVERHEAD_S,
+        give_up_below=GOODPUT_ATTAINMENT if slo is not None else None,
     )
     return unscale(stats, w)
 
@@ -237,10 +240,12 @@ def predict_under_load(
         output_tokens,
         ttft_slo_s,
         tpot_slo_s,
-        saturation * 1.1,
+        saturation * 1.5,  # the closed-loop estimate runs in lockstep groups: leave room
         guess,
         one,
     )
+    # A rate the replica sustains is below its saturation throughput by definition.
+    saturation = max(saturation, rate)
     tokens_s = at.output_tokens_per_second
     cost = gpus * price_per_gpu_hour / (tokens_s * 3600) * 1e6 if tokens_s else math.inf
     return Prediction(

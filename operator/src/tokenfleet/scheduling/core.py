@@ -120,6 +120,7 @@ class FastForward:
     decode_context_tokens: int  # at the first of them
     first_duration: float
     last_duration: float
+    finished: tuple[SimRequest, ...] = ()  # reached their last token in the last step
 
 
 @dataclass(frozen=True)
@@ -186,25 +187,46 @@ class Scheduler:
         work: list[tuple[SimRequest, int]] = []
         preempted: list[SimRequest] = []
 
+        # The hot loop of plan()'s virtual runs: allocation and the decode/prefill split are
+        # inlined (one pass per running request per step); preemption takes the slow path.
+        size = self.config.block_size
+        running = self.running
+        prefill = decode_seqs = decode_context = 0
+        attention_pairs = 0.0  # per prefill piece: its own causal half plus earlier context
         index = 0
-        while index < len(self.running) and budget > 0:
-            request = self.running[index]
-            # (num_tokens inlined: this loop runs once per running request per step)
-            new_tokens = request.prompt_tokens + request.output_tokens - request.num_computed
+        while index < len(running) and budget > 0:
+            request = running[index]
+            computed = request.num_computed
+            out = request.output_tokens
+            total = request.prompt_tokens + out
+            new_tokens = total - computed
             if new_tokens > budget:
                 new_tokens = budget
-            scheduled = True
-            while not self._allocate(request, new_tokens):
-                victim = self.running.pop()
-                self._preempt(victim)
-                preempted.append(victim)
-                if victim is request:
-                    scheduled = False
-                    break
-            if not scheduled:
-                break
+            needed = -(-(computed + new_tokens) // size) - request.blocks
+            if needed > 0:
+                if needed <= self.free_blocks:
+                    self.free_blocks -= needed
+                    request.blocks += needed
+                else:
+                    scheduled = True
+                    while not self._allocate(request, new_tokens):
+                        victim = running.pop()
+                        self._preempt(victim)
+                        preempted.append(victim)
+                        if victim is request:
+                            scheduled = False
+                            break
+                    if not scheduled:
+                        break
+                    computed = request.num_computed
             work.append((request, new_tokens))
             budget -= new_tokens
+            if new_tokens == 1 and out > 0 and computed == total - 1:
+                decode_seqs += 1
+                decode_context += total
+            else:
+                prefill += new_tokens
+                attention_pairs += new_tokens * new_tokens / 2 + new_tokens * computed
             index += 1
 
         if not preempted:
@@ -220,19 +242,12 @@ class Scheduler:
                     request.scheduled_at = now
                 work.append((request, new_tokens))
                 budget -= new_tokens
+                # A newly admitted request prefills (or recomputes after preemption).
+                prefill += new_tokens
+                attention_pairs += new_tokens * new_tokens / 2 + new_tokens * request.num_computed
 
         if not work:
             return None
-        prefill = decode_seqs = decode_context = 0
-        attention_pairs = 0.0  # per prefill piece: its own causal half plus earlier context
-        for request, tokens in work:
-            total = request.prompt_tokens + request.output_tokens
-            if tokens == 1 and request.output_tokens > 0 and request.num_computed == total - 1:
-                decode_seqs += 1
-                decode_context += total
-            else:
-                prefill += tokens
-                attention_pairs += tokens * tokens / 2 + tokens * request.num_computed
         duration = self.timer.step_seconds(prefill, decode_seqs, decode_context, attention_pairs)
         return ScheduledStep(
             now, duration, tuple(work), prefill, decode_seqs, decode_context, tuple(preempted)
@@ -271,8 +286,9 @@ class Scheduler:
     # -- many decode steps at once -------------------------------------------------------------
     def fast_forward(self, now: float, until: float | None = None) -> FastForward | None:
         """Run the next steps at once while they are pure decode steps over the same running
-        set: nobody prefills, nobody can be admitted, nobody finishes, no preemption, and (if
-        `until` is given) no step starts at or after `until` (the next arrival). Each such step
+        set: nobody prefills, nobody can be admitted, nobody finishes before the last of them
+        (those finishing in it are returned), no preemption, and (if `until` is given) no
+        step starts at or after `until` (the next arrival). Each such step
         would give every running request one token; doing k of them in one call is what makes
         a virtual run of hundreds of requests cheap. Returns None when the next step must go
         through schedule(). Step times are interpolated linearly in the decode context (exact
@@ -300,9 +316,8 @@ class Scheduler:
             if max_len - total < steps:
                 steps = max_len - total
             context += total
-        steps -= 1  # the step in which someone finishes goes through complete()
         if steps < 2:
-            return None
+            return None  # the next step finishes someone: complete() handles it
         size = cfg.block_size
         needed = sum(-(-(r.num_computed + steps) // size) - r.blocks for r in running)
         if needed > self.free_blocks:
@@ -335,7 +350,18 @@ class Scheduler:
             self.free_blocks -= blocks - request.blocks
             request.blocks = blocks
             request.last_token_at = end
-        return FastForward(now, end, steps, n, context, first, last)
+        # Whoever reached max_tokens (or max_model_len) in the last of these steps finishes
+        # at its end, exactly as complete() would have done.
+        finished = tuple(
+            r for r in running if r.output_tokens >= r.max_tokens or r.num_tokens >= max_len
+        )
+        for request in finished:
+            request.finished_at = end
+            request.state = "finished"
+            self._free(request)
+        if finished:
+            self.running = [r for r in running if r.state == "running"]
+        return FastForward(now, end, steps, n, context, first, last, finished)
 
     # -- KV blocks -----------------------------------------------------------------------------
     def _allocate(self, request: SimRequest, new_tokens: int) -> bool:

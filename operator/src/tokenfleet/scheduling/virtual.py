@@ -106,7 +106,7 @@ class _Run:
             self.itl.append(((jump.first_duration + jump.last_duration) / 2,
                              jump.steps * jump.decode_seqs))  # fmt: skip
             self.now = jump.end
-            return []
+            return list(jump.finished)
         step = scheduler.schedule(self.now)
         if step is None:
             if pending:
@@ -117,6 +117,17 @@ class _Run:
             self.itl.append((step.duration, step.decode_seqs))
         self.now = outcome.end
         return list(outcome.finished)
+
+    def meets_slo(self, r: SimRequest) -> bool:
+        if self.slo is None:
+            return True
+        ttft_slo, tpot_slo = self.slo
+        if r.first_token_at is None or r.last_token_at is None:
+            return False
+        if r.first_token_at - r.arrival + self.overhead > ttft_slo:
+            return False
+        n = r.output_tokens
+        return n <= 1 or (r.last_token_at - r.first_token_at) / (n - 1) <= tpot_slo
 
     def stats(self, measured: list[SimRequest], window: float, saturated: bool) -> LoadStats:
         # A request reaches the scheduler `overhead` after it is sent (HTTP, tokeniser):
@@ -187,19 +198,22 @@ def closed_loop(
     gap = e2e / c
     for i in range(c):
         run.arrive(i * gap, shapes[i % len(shapes)])
-    issued, done = c, 0
+    # Count requests by the order they were sent, not by the order they finish (the first
+    # to finish are the short ones), and keep every client busy until the last counted one
+    # is done, so each counted request saw the full load.
+    issued = c
     counted: list[SimRequest] = []
+    pending_counted = measured
     steps = 0
-    while done < c + measured and steps < max_steps:
+    while pending_counted > 0 and steps < max_steps:
         steps += 1
         finished = run.advance(max_steps)
         for request in finished:
-            done += 1
-            if done > c:
+            if c <= int(request.request_id[1:]) < c + measured:
                 counted.append(request)
-            if issued < c + measured:
-                run.arrive(run.now + request_overhead, shapes[issued % len(shapes)])
-                issued += 1
+                pending_counted -= 1
+            run.arrive(run.now + request_overhead, shapes[issued % len(shapes)])
+            issued += 1
         if not finished and run.scheduler.idle and not run.pending:
             break
     # Little's law is exact for a closed loop without think time: X = clients / mean latency.
@@ -221,11 +235,14 @@ def open_loop(
     max_steps: int = 200_000,
     warmup: int | None = None,
     request_overhead: float = 0.0,
+    give_up_below: float | None = None,
 ) -> LoadStats:
     """Poisson arrivals at `rate` req/s. The first `warmup` requests (default 20%) fill the
     replica and are not counted: give at least the expected number in flight (rate x
     latency). `saturated` when the rate outruns the replica: requests in the system pile up
-    over the measured window."""
+    over the measured window. With an `slo` and `give_up_below`, the run stops as soon as
+    so many measured requests missed the SLO that the attainment cannot reach it (the
+    returned attainment is then an upper bound below the target)."""
     run = _Run(config, timer, slo, request_overhead)
     rng = random.Random(seed)
     at = 0.0
@@ -234,10 +251,22 @@ def open_loop(
         arrivals.append(run.arrive(at, shapes[i % len(shapes)]))
         at += rng.expovariate(rate)
     warm = requests // 5 if warmup is None else min(warmup, requests - 1)
+    counted = requests - warm
+    allowed = math.inf
+    if slo is not None and give_up_below is not None:
+        allowed = math.floor((1 - give_up_below) * counted)
+    measured_from = {id(r) for r in arrivals[warm:]}
+    bad = 0
     steps = 0
     while (run.pending or not run.scheduler.idle) and steps < max_steps:
         steps += 1
-        run.advance(max_steps)
+        for request in run.advance(max_steps):
+            if id(request) in measured_from and not run.meets_slo(request):
+                bad += 1
+        if bad > allowed:
+            done = [r for r in arrivals[warm:] if r.finished]
+            stats = run.stats(done, max(run.now - arrivals[warm].arrival, 1e-9), False)
+            return replace(stats, attainment=1 - bad / counted)
     measured = [r for r in arrivals[warm:] if r.finished]
     if not measured:
         return run.stats([], 0.0, saturated=True)
