@@ -34,7 +34,8 @@ MAX_SIMULATED = 64
 CLOSED_MEASURED = 32  # requests counted after one warm-up wave (a steady closed loop)
 OPEN_MEASURED = 64  # Poisson arrivals counted per open-loop run, after the warm-up ones
 GOODPUT_ATTAINMENT = 0.95  # share of requests within SLO: spec.slo.quantile's default
-BISECTION_STEPS = 4  # the first guess, then 3 halvings: within 1/8 of its bracket
+BISECTION_STEPS = 4  # the first guess, then up to 3 halvings of its bracket ...
+RESOLUTION = 0.12  # ... stopping once the capacity is known to within 12%
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,8 @@ def goodput_capacity(
     else:
         hi = guess
     for _ in range(BISECTION_STEPS - 1):
+        if hi - lo <= RESOLUTION * hi:
+            break
         mid = (lo + hi) / 2
         stats = run(mid)
         if ok(stats):
