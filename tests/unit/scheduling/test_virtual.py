@@ -88,3 +88,27 @@ def test_attainment_counts_requests_within_both_slos() -> None:
     loose = closed_loop(CONFIG, LinearTimer(), 8, shapes, 32, slo=(10.0, 1.0))
     tight = closed_loop(CONFIG, LinearTimer(), 8, shapes, 32, slo=(1e-4, 1.0))
     assert loose.attainment == 1.0 and tight.attainment == 0.0
+
+
+def test_the_simulator_re_exports_the_same_scheduler() -> None:
+    from tokenfleet.scheduling import core
+    from tokenfleet.sim import scheduler as sim_scheduler
+
+    assert sim_scheduler.Scheduler is core.Scheduler
+    assert sim_scheduler.SchedulerConfig is core.SchedulerConfig
+    assert sim_scheduler.simulate is core.simulate
+
+
+def test_capacity_does_not_import_the_simulator() -> None:
+    # The scheduler core sits below both: planning must not pull in the HTTP server.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tokenfleet.capacity as c; "
+        "c.plan(c.PlanRequest(arch=c.load_model('meta-llama/Llama-3.1-8B'), "
+        "gpu=c.get_gpu('h100-sxm'))); "
+        "print(sorted(m for m in sys.modules if m.startswith('tokenfleet.sim')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
