@@ -3,7 +3,8 @@
 Each candidate layout is planned as one replica (its goodput capacity comes from the
 virtual scheduler runs); a layout serving R req/s needs ceil(R / goodput) replicas. The
 objective picks: cost (default) takes the cheapest fleet per hour, then the fewest GPUs;
-latency takes the lowest p95 TTFT at the replicas' goodput rate. With one price per GPU the
+latency takes the lowest p95 TTFT with the target rate spread over the replicas (each
+option is run open-loop at target / replicas). With one price per GPU the
 cheapest fleet is the one with the fewest GPUs, and min over layouts of
 GPUs x ceil(R / goodput) never falls as R grows: more load never needs fewer GPUs.
 """
@@ -14,7 +15,29 @@ import math
 from collections.abc import Sequence
 
 from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.load import Replica, open_
 from tokenfleet.capacity.types import Fleet, FleetOption, Objective, Plan
+from tokenfleet.scheduling.virtual import LoadStats
+
+
+def _at_rate(p: Plan, rate: float) -> LoadStats:
+    """One replica of plan `p` under Poisson arrivals at `rate` (the target spread evenly)."""
+    from tokenfleet.capacity import step_model  # the package imports this module
+
+    req = p.request
+    assert req is not None
+    replica = Replica(
+        p.kv_cache_tokens,
+        p.max_num_seqs,
+        p.max_num_batched_tokens,
+        p.max_model_len,
+        block_size=1 if p.engine == "sglang" else 16,
+    )
+    e2e_s = (p.predicted.ttft_ms + p.predicted.tpot_ms * req.output_tokens) / 1e3
+    slo = (req.ttft_slo_ms / 1e3, req.tpot_slo_ms / 1e3)
+    return open_(
+        step_model(p), replica, rate, req.input_tokens, req.output_tokens, slo, rate * e2e_s * 2
+    )
 
 
 def option_for(p: Plan, target_rps: float) -> FleetOption | None:
@@ -23,13 +46,16 @@ def option_for(p: Plan, target_rps: float) -> FleetOption | None:
         return None
     replicas = max(1, math.ceil(target_rps / goodput - 1e-9))
     price = p.gpu.price_per_hour
+    at_load = _at_rate(p, target_rps / replicas)
     return FleetOption(
         tensor_parallel_size=p.tensor_parallel_size,
         pipeline_parallel_size=p.pipeline_parallel_size,
         gpus_per_replica=p.gpus_per_replica,
         replicas=replicas,
         goodput_requests_per_second=goodput,
-        ttft_p95_ms=p.predicted.goodput_ttft_p95_ms,
+        ttft_p95_ms=at_load.ttft_p95 * 1e3,
+        tpot_ms=at_load.tpot_p50 * 1e3,
+        ttft_p95_at_capacity_ms=p.predicted.goodput_ttft_p95_ms,
         cost_per_hour=replicas * p.gpus_per_replica * price,
         # GPU cost of a million good requests with every replica at its goodput capacity.
         cost_per_million_good_requests=p.gpus_per_replica * price / (goodput * 3600) * 1e6,

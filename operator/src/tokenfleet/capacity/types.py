@@ -141,9 +141,11 @@ class FleetOption:
     gpus_per_replica: int
     replicas: int
     goodput_requests_per_second: float  # per replica
-    ttft_p95_ms: float  # at the replica's goodput rate
+    ttft_p95_ms: float  # at the target rate spread over the replicas (open loop)
     cost_per_hour: float  # all replicas
     cost_per_million_good_requests: float
+    tpot_ms: float = 0.0  # median, at the target rate spread over the replicas
+    ttft_p95_at_capacity_ms: float = 0.0  # at the replica's goodput rate (the worst it gets)
 
     @property
     def total_gpus(self) -> int:
@@ -159,6 +161,8 @@ class FleetOption:
             "goodputRequestsPerSecond": round(self.goodput_requests_per_second * self.replicas, 3),
             "goodputPerReplica": round(self.goodput_requests_per_second, 3),
             "ttftP95Ms": round(self.ttft_p95_ms, 1),
+            "tpotMs": round(self.tpot_ms, 2),
+            "ttftP95AtCapacityMs": round(self.ttft_p95_at_capacity_ms, 1),
             "costPerHour": round(self.cost_per_hour, 2),
             "costPerMillionGoodRequests": round(self.cost_per_million_good_requests, 2),
         }

@@ -175,7 +175,7 @@ def _fleet_lines(p: Plan) -> list[str]:
         f"{c.pipeline_parallel_size} = {c.total_gpus} GPU(s) for {f.target_requests_per_second:g} "
         f"req/s within the SLO, ${c.cost_per_hour:.2f}/hour",
         f"    {'layout':<14}{'replicas':>9}{'GPUs':>6}{'goodput req/s':>15}{'p95 TTFT ms':>13}"
-        f"{'$/hour':>9}{'$/1M good':>11}",
+        f"{'TPOT ms':>9}{'$/hour':>9}{'$/1M good':>11}   (TTFT / TPOT at the target rate)",
     ]
     for o in (c, *f.alternatives):
         mark = "  <- chosen" if o is c else ""
@@ -183,7 +183,8 @@ def _fleet_lines(p: Plan) -> list[str]:
         lines.append(
             f"    {layout:<14}{o.replicas:>9}{o.total_gpus:>6}"
             f"{o.goodput_requests_per_second * o.replicas:>15.2f}{o.ttft_p95_ms:>13.0f}"
-            f"{o.cost_per_hour:>9.2f}{o.cost_per_million_good_requests:>11.2f}{mark}"
+            f"{o.tpot_ms:>9.1f}{o.cost_per_hour:>9.2f}{o.cost_per_million_good_requests:>11.2f}"
+            f"{mark}"
         )
     return lines
 
