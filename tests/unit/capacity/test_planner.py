@@ -222,3 +222,13 @@ def test_decode_is_bandwidth_bound_at_batch_one():
         "meta-llama/Llama-3.1-8B", "h100-sxm", concurrency=1, input_tokens=128, output_tokens=128
     )
     assert 6.0 < p.predicted.tpot_ms < 9.0
+
+
+def test_a_small_kv_remainder_is_flagged_with_its_uncertainty():
+    # Qwen2.5-72B on 2 x H100: ~73 GiB of weights per GPU leave a few GiB for KV.
+    tight = _plan("Qwen/Qwen2.5-72B", "h100-sxm", tensor_parallel_size=2, max_model_len=4096,
+                  concurrency=1, input_tokens=1024, output_tokens=256)  # fmt: skip
+    assert tight.memory.kv_cache < 0.1 * tight.memory.budget
+    assert any("small remainder" in w and "+/-" in w for w in tight.warnings)
+    roomy = _plan("meta-llama/Llama-3.1-8B", "h100-sxm")
+    assert not any("small remainder" in w for w in roomy.warnings)

@@ -45,6 +45,8 @@ from tokenfleet.capacity.types import GIB, Plan, PlanRequest
 MAX_MEMORY_FRACTION = 0.95
 HEADROOM_GIB = 1.0  # left free for allocator fragmentation and the occasional spike
 MAX_PP = 8
+SMALL_KV_SHARE = 0.10  # KV below this share of the budget: its size is uncertain (warned)
+OVERHEAD_UNCERTAINTY_GIB = 1.0  # spread of non-KV overheads across versions (engines.md)
 
 
 def valid_tp_sizes(arch: ModelArch, limit: int) -> list[int]:
@@ -554,6 +556,17 @@ def _warnings(ctx: _Context, ev: Evaluation, max_len: int) -> list[str]:
             )
     if ctx.kv_bytes < 2 and ctx.req.kv_cache_dtype != "auto":
         out.append("fp8 KV cache: twice the tokens, small accuracy cost; validate on your evals")
+    if 0 < m.kv_cache < SMALL_KV_SHARE * m.budget:
+        # KV is what is left after weights and overheads: an overhead that is off by
+        # OVERHEAD_UNCERTAINTY_GIB (engines.md: non-torch 2-3.5 GiB at TP >= 2, activations
+        # 1.9-7.4 GiB by version) moves the KV tokens by that share of a small remainder.
+        swing = OVERHEAD_UNCERTAINTY_GIB * GIB / m.kv_cache * 100
+        out.append(
+            f"the KV cache is a small remainder ({m.kv_cache / GIB:.1f} GiB of a "
+            f"{m.budget / GIB:.1f} GiB budget): engine overheads vary by about "
+            f"{OVERHEAD_UNCERTAINTY_GIB:g} GiB between versions and launch flags, i.e. "
+            f"+/-{swing:.0f}% of these KV tokens; check the engine's logged KV size, or add a GPU"
+        )
     if ev.layout.tp > ctx.req.arch.attention.kv_heads and not ctx.req.arch.attention.is_mla:
         out.append(
             f"TP {ev.layout.tp} > {ctx.req.arch.attention.kv_heads} KV heads: each rank "
