@@ -110,3 +110,9 @@ def test_option_for_rounds_replicas_up() -> None:
     g = p.predicted.goodput_requests_per_second
     assert option_for(p, g).replicas == 1  # type: ignore[union-attr]
     assert option_for(p, g * 1.01).replicas == 2  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("objective", ["min-gpus", "latency"])
+def test_a_fixed_layout_names_the_flags_under_every_objective(objective: str) -> None:
+    p = _plan(L8, "h100-sxm", tensor_parallel_size=2, objective=objective)
+    assert p.reason.endswith(": fixed --tp 2")

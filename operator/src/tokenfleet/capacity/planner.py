@@ -293,6 +293,11 @@ def _choose(
             chosen.layout,
             _settings(ctx, chosen.layout, max_len),
         )
+    if req.tensor_parallel_size and len(layouts) == 1 and req.objective != "cost":
+        # Nothing was chosen: name the flags that fixed the layout, not an objective.
+        why = f"fixed --tp {req.tensor_parallel_size}" + (
+            f" --pp {req.pipeline_parallel_size}" if req.pipeline_parallel_size else ""
+        )
     first = chosen.layout == startable[0].layout
     return chosen, max_len, why, warnings, _Considered(first, evaluated, startable, per_request)
 
