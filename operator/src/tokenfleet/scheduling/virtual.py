@@ -21,6 +21,9 @@ from dataclasses import dataclass, replace
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
 
 Shape = tuple[int, int]  # (prompt tokens, output tokens)
+# Every run stops after `max_steps` scheduler steps (or fast-forwards), whatever its input:
+# plan() is bounded in time even for a pathological workload. A plan()-sized run takes a few
+# thousand; the defaults below are two orders of magnitude above that.
 
 
 @dataclass(frozen=True)
