@@ -26,7 +26,9 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         "--model", required=True, help="catalog id (tokenfleet models) or config.json path"
     )
     p.add_argument("--gpu", required=True, help=f"GPU type: {', '.join(GPUS)}")
-    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm")
+    p.add_argument(
+        "--engine", choices=("vllm", "sglang"), default="vllm", help="default: %(default)s"
+    )
     p.add_argument(
         "--engine-version",
         help=f"default: vllm {DEFAULT_VERSIONS['vllm']}, sglang {DEFAULT_VERSIONS['sglang']}",
@@ -42,25 +44,66 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     )
     p.add_argument("--max-num-batched-tokens", type=int)
     p.add_argument("--max-num-seqs", type=int)
-    p.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto")
+    p.add_argument(
+        "--kv-cache-dtype", choices=("auto", "fp8"), default="auto", help="default: %(default)s"
+    )
     p.add_argument("--dtype", default="auto", help="weight/activation dtype (auto = bfloat16)")
     p.add_argument("--quantization", choices=QUANTIZATIONS, help="override the checkpoint's")
     p.add_argument(
         "--concurrency",
         type=int,
         default=DEFAULT_CONCURRENCY,
-        help="target concurrent requests per replica (textbook: batch size)",
+        help="target concurrent requests per replica (textbook: batch size; default: %(default)s)",
     )
-    p.add_argument("--input-tokens", type=int, default=DEFAULT_INPUT_TOKENS)
-    p.add_argument("--output-tokens", type=int, default=DEFAULT_OUTPUT_TOKENS)
-    p.add_argument("--ttft-slo-ms", type=float, default=DEFAULT_TTFT_SLO_MS)
-    p.add_argument("--tpot-slo-ms", type=float, default=DEFAULT_TPOT_SLO_MS)
-    p.add_argument("--max-gpus-per-node", type=int)
-    p.add_argument("--max-nodes", type=int, default=4)
-    p.add_argument("--objective", choices=("min-gpus", "latency"), default="min-gpus")
+    p.add_argument(
+        "--input-tokens",
+        type=int,
+        default=DEFAULT_INPUT_TOKENS,
+        help="typical prompt length (default: %(default)s)",
+    )
+    p.add_argument(
+        "--output-tokens",
+        type=int,
+        default=DEFAULT_OUTPUT_TOKENS,
+        help="typical output length (default: %(default)s)",
+    )
+    p.add_argument(
+        "--ttft-slo-ms",
+        type=float,
+        default=DEFAULT_TTFT_SLO_MS,
+        help="time-to-first-token SLO (default: %(default)g ms)",
+    )
+    p.add_argument(
+        "--tpot-slo-ms",
+        type=float,
+        default=DEFAULT_TPOT_SLO_MS,
+        help="time-per-output-token SLO (default: %(default)g ms)",
+    )
+    p.add_argument(
+        "--max-gpus-per-node", type=int, help="default: the GPU type's (tokenfleet gpus)"
+    )
+    p.add_argument(
+        "--max-nodes",
+        type=int,
+        default=4,  # a replica spanning more nodes is rare enough to be asked for explicitly
+        help="most nodes one replica may span (default: %(default)s)",
+    )
+    p.add_argument(
+        "--objective",
+        choices=("min-gpus", "latency"),
+        default="min-gpus",
+        help="min-gpus: fewest GPUs that hold the concurrency; latency: fastest single-node "
+        "layout (default: %(default)s)",
+    )
     p.add_argument("--price-per-gpu-hour", type=float, help="override the catalog price (USD)")
     p.add_argument("--breakdown", choices=("textbook",), help="show the textbook formula instead")
-    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="default: %(default)s",
+    )
 
 
 def request_from_args(args: argparse.Namespace) -> PlanRequest:
@@ -118,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     if args.breakdown == "textbook":
         from tokenfleet.commands.textbook_view import print_textbook
 
-        print_textbook(req)
+        print_textbook(req, args.output)
         return 0
     p = plan(req)
     doc = plan_document(p, args.model)
