@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
 from typing import Any
 
 from tokenfleet.capacity import GPUS, Plan, PlanError, PlanRequest, get_gpu, load_model, plan
+from tokenfleet.capacity.catalog import served_model
 from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS
 from tokenfleet.capacity.quantization import QUANTIZATIONS
 from tokenfleet.capacity.types import (
@@ -24,6 +26,11 @@ from tokenfleet.capacity.types import (
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument(
         "--model", required=True, help="catalog id (tokenfleet models) or config.json path"
+    )
+    p.add_argument(
+        "--model-id",
+        help="Hugging Face id or directory the engine serves (default: the catalog id; with a "
+        "config.json path: that file's directory)",
     )
     p.add_argument("--gpu", required=True, help=f"GPU type: {', '.join(GPUS)}")
     p.add_argument(
@@ -122,8 +129,11 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
             "use --mem-fraction-static with --engine sglang",
         )
     fraction = args.gpu_memory_utilization if args.engine == "vllm" else args.mem_fraction_static
+    arch = load_model(args.model)
+    if getattr(args, "model_id", None):
+        arch = dataclasses.replace(arch, name=args.model_id)  # name the plan after what runs
     return PlanRequest(
-        arch=load_model(args.model),
+        arch=arch,
         gpu=get_gpu(args.gpu).with_price(args.price_per_gpu_hour),
         engine=args.engine,
         engine_version=args.engine_version,
@@ -164,7 +174,10 @@ def run(args: argparse.Namespace) -> int:
         print_textbook(req, args.output)
         return 0
     p = plan(req)
-    doc = plan_document(p, args.model)
+    model_ref, note = served_model(args.model, args.model_id)
+    doc = plan_document(p, model_ref)
+    if note:
+        doc["warnings"].append(note)
     if args.output == "json":
         json.dump(doc, sys.stdout, indent=2)
         print()
@@ -221,6 +234,6 @@ def render_table(p: Plan, doc: dict[str, Any]) -> str:
         "",
         "  command       " + shlex.join(doc["engineCommand"]),
     ]
-    if p.warnings:
-        lines += ["", "  warnings"] + [f"    - {w}" for w in p.warnings]
+    if doc["warnings"]:
+        lines += ["", "  warnings"] + [f"    - {w}" for w in doc["warnings"]]
     return "\n".join(lines)
