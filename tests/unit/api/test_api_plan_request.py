@@ -108,3 +108,21 @@ def test_errors_name_the_spec_field(
     assert str(caught.value).startswith(field), str(caught.value)
     assert needle in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "fragment"),
+    [
+        ({"engine": {"version": "99.0"}}, "spec.engine.version", "use spec.engine.version 0.32"),
+        ({"model": {"quantization": "awq"}}, "spec.model.quantization", "unquantized"),
+        ({"workload": {"inputTokens": 10_000_000}}, "spec.workload.inputTokens", "context"),
+    ],
+)
+def test_the_operator_refuses_what_the_cli_refuses(
+    spec: dict[str, Any], field: str, fragment: str
+) -> None:
+    with pytest.raises(PlanError) as error:
+        to_plan_request(service(**spec))
+    assert error.value.field == field
+    assert fragment in str(error.value)
+    assert "--" not in str(error.value)

@@ -114,6 +114,10 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def request_from_args(args: argparse.Namespace) -> PlanRequest:
+    from tokenfleet.api.planrequest import check_cli_bounds
+    from tokenfleet.capacity.validate import check_request
+
+    check_cli_bounds(vars(args))
     if args.engine == "vllm" and args.mem_fraction_static is not None:
         raise PlanError(
             "mem-fraction-static",
@@ -132,7 +136,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
     arch = load_model(args.model)
     if getattr(args, "model_id", None):
         arch = dataclasses.replace(arch, name=args.model_id)  # name the plan after what runs
-    return PlanRequest(
+    request = PlanRequest(
         arch=arch,
         gpu=get_gpu(args.gpu).with_price(args.price_per_gpu_hour),
         engine=args.engine,
@@ -155,6 +159,8 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         max_nodes=args.max_nodes,
         objective=args.objective,
     )
+    check_request(request)
+    return request
 
 
 def plan_document(p: Plan, model_ref: str) -> dict[str, Any]:
