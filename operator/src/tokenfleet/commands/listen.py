@@ -20,8 +20,18 @@ def check_port(flag: str, port: int, allow_zero: bool = False) -> None:
         raise PlanError(flag, port, "is not a TCP port", f"use {low}-65535{hint}")
 
 
-def bind_error(error: OSError, host: str, port: int, host_flag: str, port_flag: str) -> PlanError:
-    """Translate the OSError of a failed bind / listen into what the user should change."""
+def bind_error(
+    error: OSError, host: str, port: int, host_flag: str, port_flag: str, shown: str | None = None
+) -> PlanError:
+    """Translate the OSError of a failed bind / listen into what the user should change.
+    `shown`: the value to print when one flag holds both (a URL such as --liveness)."""
+    made = _bind_error(error, host, port, host_flag, port_flag)
+    if shown is None:
+        return made
+    return PlanError(made.field, shown, made.problem, made.fix)
+
+
+def _bind_error(error: OSError, host: str, port: int, host_flag: str, port_flag: str) -> PlanError:
     if isinstance(error, socket.gaierror):
         return PlanError(
             host_flag,
