@@ -169,6 +169,12 @@ def plan_document(p: Plan, model_ref: str) -> dict[str, Any]:
     doc = p.as_dict()
     doc["engineArgs"] = engine_args(p, model_ref)
     doc["engineCommand"] = engine_command(p, model_ref)
+    if p.engine == "sglang":
+        # SGLang's split: weights + kvCache = staticPool = mem-fraction-static x freeAtStart;
+        # "activation" is the rest of freeAtStart, "overhead" what was taken before it.
+        m = p.memory
+        doc["memory"]["staticPool"] = round(m.budget / GIB, 2)
+        doc["memory"]["freeAtStart"] = round((m.budget + m.activation) / GIB, 2)
     return doc
 
 
@@ -197,10 +203,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render_table(p: Plan, doc: dict[str, Any]) -> str:
-    m, pr, req = p.memory, p.predicted, p.request
+    pr, req = p.predicted, p.request
     assert req is not None
     flag = "mem-fraction-static" if p.engine == "sglang" else "gpu-memory-utilization"
-    graphs = "inside" if m.cuda_graphs_in_budget else "outside"
     lines = [
         f"{p.model} on {p.gpu.name} ({p.gpu.id}), {p.engine} {p.engine_version} "
         f"[profile {p.engine_profile}]",
@@ -215,14 +220,7 @@ def render_table(p: Plan, doc: dict[str, Any]) -> str:
         f"max-num-seqs {p.max_num_seqs}, max-num-batched-tokens {p.max_num_batched_tokens:,}, "
         f"kv-cache-dtype {p.kv_cache_dtype}",
         "",
-        "  memory per GPU            GiB",
-        f"    weights            {m.weights / GIB:8.2f}",
-        f"    activation         {m.activation / GIB:8.2f}",
-        f"    overhead           {m.overhead / GIB:8.2f}   non-torch {m.non_torch / GIB:.2f}, "
-        f"CUDA graphs {m.cuda_graphs / GIB:.2f} ({graphs} the budget)",
-        f"    KV cache           {m.kv_cache / GIB:8.2f}",
-        f"    total              {m.total / GIB:8.2f}   budget {m.budget / GIB:.2f} of "
-        f"{p.gpu.memory_gib:.2f}",
+        *(sglang_memory_lines(p) if p.engine == "sglang" else vllm_memory_lines(p)),
         "",
         f"  KV cache      {p.kv_cache_tokens:,} tokens ({p.kv_bytes_per_token:,} B/token per GPU); "
         f"{p.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once",
@@ -243,3 +241,44 @@ def render_table(p: Plan, doc: dict[str, Any]) -> str:
     if doc["warnings"]:
         lines += ["", "  warnings"] + [f"    - {w}" for w in doc["warnings"]]
     return "\n".join(lines)
+
+
+def vllm_memory_lines(p: Plan) -> list[str]:
+    """vLLM: everything it profiles sits inside total x gpu-memory-utilization (the budget);
+    CUDA graphs inside it from 0.21, outside before."""
+    m = p.memory
+    graphs = "inside" if m.cuda_graphs_in_budget else "outside"
+    return [
+        "  memory per GPU            GiB",
+        f"    weights            {m.weights / GIB:8.2f}",
+        f"    activation         {m.activation / GIB:8.2f}",
+        f"    overhead           {m.overhead / GIB:8.2f}   non-torch {m.non_torch / GIB:.2f}, "
+        f"CUDA graphs {m.cuda_graphs / GIB:.2f} ({graphs} the budget)",
+        f"    KV cache           {m.kv_cache / GIB:8.2f}",
+        f"    total              {m.total / GIB:8.2f}   budget {m.budget / GIB:.2f} of "
+        f"{p.gpu.memory_gib:.2f}",
+    ]
+
+
+def sglang_memory_lines(p: Plan) -> list[str]:
+    """SGLang's own accounting (reference/engines.md): of the memory free when it starts
+    (the GPU less the CUDA context and NCCL), mem-fraction-static is the static pool that
+    holds the weights and the KV pool; the rest is left to activations and CUDA graphs,
+    which SGLang does not size one by one. The lines add up to the GPU's memory."""
+    m = p.memory
+    rest = m.activation  # memory.py keeps SGLang's (1 - mem_fraction_static) share here
+    rows = [
+        ("CUDA context + NCCL at start", m.non_torch, ""),
+        (
+            f"static pool (mem-fraction-static {p.memory_fraction:g})",
+            m.budget,
+            f"   of the {(m.budget + rest) / GIB:.2f} free at start",
+        ),
+        ("  weights", m.weights, ""),
+        ("  KV cache pool", m.kv_cache, ""),
+        ("the rest: activations, CUDA graphs", rest, ""),
+        ("total", m.total, f"   the GPU's {p.gpu.memory_gib:.2f}"),
+    ]
+    return ["  memory per GPU (SGLang)" + " " * 24 + "GiB"] + [
+        f"    {label:<40}{value / GIB:8.2f}{note}" for label, value, note in rows
+    ]
