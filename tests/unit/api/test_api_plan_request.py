@@ -126,3 +126,20 @@ def test_the_operator_refuses_what_the_cli_refuses(
     assert error.value.field == field
     assert fragment in str(error.value)
     assert "--" not in str(error.value)
+
+
+def test_plan_service_words_errors_and_warnings_for_the_yaml() -> None:
+    from tokenfleet.api import plan_service
+
+    # No maxModelLen: the planner lowers the context and says how to choose it.
+    planned = plan_service(
+        to_plan_request(
+            service(model={"id": "meta-llama/Llama-3.1-8B"}, gpu={"type": "l4", "count": 1})
+        )
+    )
+    lowered = [w for w in planned.warnings if "max-model-len lowered" in w]
+    assert lowered and "set spec.workload.maxModelLen to choose" in lowered[0]
+    assert not any("--max-model-len" in w for w in planned.warnings)
+    with pytest.raises(PlanError) as error:
+        plan_service(to_plan_request(service(gpu={"type": "h100-sxm", "tensorParallelSize": 3})))
+    assert error.value.field == "spec.gpu.tensorParallelSize"

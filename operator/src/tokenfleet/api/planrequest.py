@@ -11,6 +11,7 @@ the CRD's own bounds (read from the pydantic models, never retyped), and
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -124,6 +125,11 @@ def _violated(bound: object, value: Any) -> str | None:
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
 
 
+def spec_text(text: str) -> str:
+    """`--max-model-len` -> `spec.workload.maxModelLen` in a message; others unchanged."""
+    return _FLAG.sub(lambda m: SPEC_FIELDS.get(m.group(1), m.group(0)), text)
+
+
 def spec_error(error: PlanError) -> PlanError:
     """The planner words its errors for the CLI (`max-model-len=...; raise --max-model-len`);
     for an LLMService, name the spec fields instead. Unknown names are left as they are."""
@@ -131,10 +137,7 @@ def spec_error(error: PlanError) -> PlanError:
         field = error.field
     else:
         field = SPEC_FIELDS[error.field]
-
-    def rename(text: str) -> str:
-        return _FLAG.sub(lambda m: SPEC_FIELDS.get(m.group(1), m.group(0)), text)
-
+    rename = spec_text
     if field == error.field and rename(error.fix) == error.fix:
         return error
     renamed = PlanError(field, error.value, rename(error.problem), rename(error.fix))
@@ -147,9 +150,11 @@ def plan_service(request: PlanRequest) -> Plan:
     from tokenfleet.capacity.planner import plan
 
     try:
-        return plan(request)
+        planned = plan(request)
     except PlanError as error:
         raise spec_error(error) from None
+    # Warnings land in status.plan.warnings: word them for the YAML too.
+    return dataclasses.replace(planned, warnings=tuple(map(spec_text, planned.warnings)))
 
 
 def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None) -> PlanRequest:
