@@ -3,6 +3,7 @@ kopf starts: no traceback, no retry loop, no /healthz that says 200 meanwhile.""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -67,3 +68,24 @@ def test_metrics_port_busy(tmp_path: Path, busy_port: int) -> None:
     # The metrics server binds every interface; a port taken on loopback is busy for it too.
     line = _one_error_line(_operator(tmp_path, "--liveness", "", "--metrics-port", str(busy_port)))
     assert f"--metrics-port={busy_port}" in line and "already in use" in line
+
+
+def test_a_failed_login_is_one_line_per_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If the kubeconfig goes away after start, kopf's login retries log one line each."""
+    import kopf
+    import kubernetes.config.kube_config
+
+    from tokenfleet.controller.handlers import Credentials
+
+    missing = str(tmp_path / "gone")
+    monkeypatch.setenv("KUBECONFIG", missing)
+    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", missing)
+    for name in [n for n in os.environ if n.startswith("KUBERNETES_")]:
+        monkeypatch.delenv(name)
+    with pytest.raises(kopf.TemporaryError) as error:
+        Credentials().login(logger=logging.getLogger("test"), settings=None)
+    message = str(error.value)
+    assert "\n" not in message and "cannot log in to Kubernetes" in message
+    assert "KUBECONFIG" in message
