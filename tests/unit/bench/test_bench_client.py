@@ -102,7 +102,7 @@ async def test_unreachable_server_fails_requests_not_the_run() -> None:
 
 
 async def test_max_concurrency_is_respected(server: FakeOpenAI) -> None:
-    server.ttft_s = 0.05  # long enough that every slot fills before the first finishes
+    server.gate_at = 3  # no first token before 3 are in flight: every slot fills, whatever
     outputs, _ = await run_benchmark(_cfg(server.url, num_prompts=12, max_concurrency=3))
     assert all(o.success for o in outputs)
     assert server.peak_in_flight == 3
@@ -133,7 +133,7 @@ async def test_duration_follows_the_schedule_on_a_busy_machine(
 
 
 async def test_closed_loop_with_duration_keeps_concurrency(server: FakeOpenAI) -> None:
-    server.ttft_s = 0.05
+    server.ttft_s, server.gate_at = 0.05, 2
     cfg = _cfg(server.url, num_prompts=None, max_concurrency=2, duration=0.2)
     outputs, _ = await run_benchmark(cfg)
     assert len(outputs) >= 2
