@@ -2,14 +2,14 @@
 known load returns what the load implies.
 
 Each simulator runs at TIME_SCALE x real time: counters and their rates are per real second
-(Prometheus timestamps are real), while histogram values (TTFT) are simulated seconds, i.e.
-what the client measured in real seconds times TIME_SCALE. The client also counts its own
-HTTP/loop time, which the simulator does not, so per request
+(Prometheus timestamps are real), while histogram values (TTFT) are simulated seconds.
 
-    client_ttft * TIME_SCALE - OVERHEAD * TIME_SCALE  <=  sim_ttft  <=  client_ttft * TIME_SCALE
-
-and the tolerances below follow from that, from the vLLM bucket edges (histogram_quantile
-only knows which bucket a quantile falls in) and from rate()'s extrapolation over 1 s scrapes.
+The truth each query is held to is what the load did, counted, never a wall-clock margin:
+the simulators' own histograms read from their /metrics after the run (what Prometheus
+scraped, summed without PromQL) and the completion times the client observed. The
+tolerances follow from the vLLM bucket edges (histogram_quantile only knows which bucket a
+quantile falls in) and from rate()'s extrapolation over 1 s scrapes, so a busy machine
+cannot fail them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import math
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,14 +29,13 @@ from test_bench_sim import SimProcess, running_sim
 
 from tokenfleet.bench.client import BenchConfig, run_benchmark
 from tokenfleet.bench.dataset import DatasetSpec
-from tokenfleet.bench.metrics import RequestOutput, percentile
+from tokenfleet.bench.metrics import RequestOutput
 
 pytestmark = pytest.mark.system
 
 TIME_SCALE = 2.0
 RATE_PER_SIM = 4.0  # real requests/s to each simulator, perfectly regular
 LOAD_S = 16.0
-OVERHEAD_S = 0.05  # real seconds of client-only time allowed per request
 # vLLM's TTFT buckets (reference/engines.md), in seconds.
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
                 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
@@ -47,6 +47,28 @@ class LoadRun:
     started: float  # unix seconds
     ended: float
     targets: list[str]
+    perf_at_start: float  # time.perf_counter() at `started` (RequestOutput times use it)
+    ttft_buckets: dict[float, float]  # le -> cumulative count, both simulators summed
+
+    def completed_at(self, output: RequestOutput) -> float:
+        """Unix time at which the client saw the request complete."""
+        return self.started + output.start_time + output.latency - self.perf_at_start
+
+    def ttft_quantile_bucket(self, q: float) -> tuple[float, float]:
+        """Edges of the bucket holding the q-quantile of the simulators' own TTFTs."""
+        total = self.ttft_buckets[math.inf]
+        le = next(le for le in sorted(self.ttft_buckets) if self.ttft_buckets[le] >= q * total)
+        return bucket_edges(le)
+
+
+def own_ttft_buckets(*sims: SimProcess) -> dict[float, float]:
+    out: dict[float, float] = {}
+    for sim in sims:
+        for key, value in sim.metrics().items():
+            if key.startswith("vllm:time_to_first_token_seconds_bucket{"):
+                le = float(re.search(r"le=([^,}]+)", key).group(1))  # type: ignore[union-attr]
+                out[le] = out.get(le, 0.0) + value
+    return out
 
 
 def bucket_edges(value: float) -> tuple[float, float]:
@@ -93,11 +115,13 @@ def _drive(sim_a: SimProcess, sim_b: SimProcess, targets: list[str]) -> LoadRun:
         )
         return [o for outputs, _ in runs for o in outputs]
 
-    started = time.time()
+    started, perf_at_start = time.time(), time.perf_counter()
     outputs = asyncio.run(both())
     ended = time.time()
     assert all(o.success for o in outputs), next(o.error for o in outputs if not o.success)
-    return LoadRun(outputs, started, ended, targets)
+    buckets = own_ttft_buckets(sim_a, sim_b)  # fresh simulators: their totals are this run's
+    assert buckets[math.inf] == len(outputs)
+    return LoadRun(outputs, started, ended, targets, perf_at_start, buckets)
 
 
 def _after_load(prom: Prometheus, run: LoadRun) -> tuple[float, str]:
@@ -121,15 +145,19 @@ def test_counters_sum_exactly_across_both_simulators(load: tuple[Prometheus, Loa
 def test_request_rate_is_what_was_sent(load: tuple[Prometheus, LoadRun]) -> None:
     prom, run = load
     _after_load(prom, run)
-    # Steady state: late in the run, with a window that starts after the first completions.
+    # Late in the run, with a window that starts after the first completions.
     at = run.started + 0.8 * LOAD_S
     rate = prom.scalar("sum(rate(vllm:request_success_total[8s]))", at)
-    # Regular arrivals make completions nearly regular; rate() over 1 s scrapes is off by
-    # about one request per series per window (2 / 8 s = 0.25 of 8 req/s) plus scrape jitter.
-    assert rate == pytest.approx(2 * RATE_PER_SIM, rel=0.15)
+    # What was completed in that window, as the client saw it (not as it was scheduled: a
+    # busy client sends late, and the rate follows what happened).
+    done = sum(at - 8.0 < run.completed_at(o) <= at for o in run.outputs)
+    # rate() over 1 s scrapes sees each window edge to within a scrape, about one request
+    # per series per edge, and extrapolates: allow twice that (8 requests / 8 s).
+    assert rate == pytest.approx(done / 8.0, abs=8 / 8.0), (rate, done)
+    assert done > 0
 
 
-def test_p95_ttft_lies_in_the_buckets_the_client_measured(
+def test_p95_ttft_lies_in_the_simulators_own_buckets(
     load: tuple[Prometheus, LoadRun],
 ) -> None:
     prom, run = load
@@ -139,28 +167,24 @@ def test_p95_ttft_lies_in_the_buckets_the_client_measured(
         f"(rate(vllm:time_to_first_token_seconds_bucket[{window}])))",
         at,
     )
-    client = sorted(o.ttft * TIME_SCALE for o in run.outputs)  # simulated seconds
-    high = percentile(client, 95.0)
-    low = percentile([max(t - OVERHEAD_S * TIME_SCALE, 0.0) for t in client], 95.0)
-    # The simulator's own p95 lies in [low, high]; histogram_quantile interpolates inside
-    # the bucket holding it, so the answer is within the edges of those buckets.
-    assert bucket_edges(low)[0] <= p95 <= bucket_edges(high)[1], (low, high, p95)
+    # rate() extrapolates the two targets by slightly different factors, which can move the
+    # rank by a request or two: allow the buckets of the 0.93 and 0.97 quantiles.
+    low, high = run.ttft_quantile_bucket(0.93)[0], run.ttft_quantile_bucket(0.97)[1]
+    assert low <= p95 <= high, (low, high, p95)
 
 
 def test_attainment_at_a_bucket_boundary(load: tuple[Prometheus, LoadRun]) -> None:
     prom, run = load
     at, window = _after_load(prom, run)
-    client = [o.ttft * TIME_SCALE for o in run.outputs]
-    # The boundary that splits the client's measurements most evenly: a non-trivial answer.
-    boundary = min(TTFT_BUCKETS, key=lambda b: abs(sum(t <= b for t in client) / len(client) - 0.5))
+    buckets, total = run.ttft_buckets, run.ttft_buckets[math.inf]
+    # The boundary that splits the simulators' own TTFTs most evenly: a non-trivial answer.
+    boundary = min(TTFT_BUCKETS, key=lambda b: abs(buckets[b] / total - 0.5))
+    assert 0 < buckets[boundary] < total
     le = floatToGoString(boundary)
     attainment = prom.scalar(
         f'sum(rate(vllm:time_to_first_token_seconds_bucket{{le="{le}"}}[{window}])) / '
         f"sum(rate(vllm:time_to_first_token_seconds_count[{window}]))",
         at,
     )
-    slack = OVERHEAD_S * TIME_SCALE
-    at_least = sum(t <= boundary for t in client) / len(client)
-    at_most = sum(t - slack <= boundary for t in client) / len(client)
     # Exact at a bucket edge; 0.02 covers rate() extrapolating the two targets differently.
-    assert at_least - 0.02 <= attainment <= at_most + 0.02, (boundary, attainment, at_least)
+    assert attainment == pytest.approx(buckets[boundary] / total, abs=0.02), (boundary, attainment)

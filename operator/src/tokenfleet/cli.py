@@ -26,11 +26,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _version() -> str:
+    """The installed distribution's version (what pip knows), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tokenfleet")
+    except PackageNotFoundError:
+        from tokenfleet import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tokenfleet",
         description="Size, run and autoscale LLM inference fleets on Kubernetes.",
     )
+    parser.add_argument("--version", action="version", version=f"tokenfleet {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(f"tokenfleet.commands.{module_name}")

@@ -108,3 +108,38 @@ def test_errors_name_the_spec_field(
     assert str(caught.value).startswith(field), str(caught.value)
     assert needle in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "fragment"),
+    [
+        ({"engine": {"version": "99.0"}}, "spec.engine.version", "use spec.engine.version 0.32"),
+        ({"model": {"quantization": "awq"}}, "spec.model.quantization", "unquantized"),
+        ({"workload": {"inputTokens": 10_000_000}}, "spec.workload.inputTokens", "context"),
+    ],
+)
+def test_the_operator_refuses_what_the_cli_refuses(
+    spec: dict[str, Any], field: str, fragment: str
+) -> None:
+    with pytest.raises(PlanError) as error:
+        to_plan_request(service(**spec))
+    assert error.value.field == field
+    assert fragment in str(error.value)
+    assert "--" not in str(error.value)
+
+
+def test_plan_service_words_errors_and_warnings_for_the_yaml() -> None:
+    from tokenfleet.api import plan_service
+
+    # No maxModelLen: the planner lowers the context and says how to choose it.
+    planned = plan_service(
+        to_plan_request(
+            service(model={"id": "meta-llama/Llama-3.1-8B"}, gpu={"type": "l4", "count": 1})
+        )
+    )
+    lowered = [w for w in planned.warnings if "max-model-len lowered" in w]
+    assert lowered and "set spec.workload.maxModelLen to choose" in lowered[0]
+    assert not any("--max-model-len" in w for w in planned.warnings)
+    with pytest.raises(PlanError) as error:
+        plan_service(to_plan_request(service(gpu={"type": "h100-sxm", "tensorParallelSize": 3})))
+    assert error.value.field == "spec.gpu.tensorParallelSize"

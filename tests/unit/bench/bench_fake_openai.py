@@ -28,6 +28,10 @@ class FakeOpenAI:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     in_flight: int = 0
     peak_in_flight: int = 0
+    # Hold every first token until this many requests are in flight at once (then never
+    # again): concurrency tests see the client's limit reached whatever the machine's speed.
+    gate_at: int | None = None
+    _gate: asyncio.Event | None = None
     url: str = ""
     _runner: web.AppRunner | None = None
 
@@ -63,6 +67,11 @@ class FakeOpenAI:
         try:
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await resp.prepare(request)
+            if self.gate_at is not None:
+                self._gate = self._gate or asyncio.Event()
+                if self.in_flight >= self.gate_at:
+                    self._gate.set()
+                await self._gate.wait()
             await asyncio.sleep(self.ttft_s)
             if chat:  # vLLM opens a chat stream with a role-only delta
                 await self._send(resp, {"choices": [{"delta": {"role": "assistant"}}]})

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bench_fake_openai import FakeOpenAI, fake_in_thread
@@ -100,7 +102,7 @@ async def test_unreachable_server_fails_requests_not_the_run() -> None:
 
 
 async def test_max_concurrency_is_respected(server: FakeOpenAI) -> None:
-    server.ttft_s = 0.05  # long enough that every slot fills before the first finishes
+    server.gate_at = 3  # no first token before 3 are in flight: every slot fills, whatever
     outputs, _ = await run_benchmark(_cfg(server.url, num_prompts=12, max_concurrency=3))
     assert all(o.success for o in outputs)
     assert server.peak_in_flight == 3
@@ -114,8 +116,24 @@ async def test_duration_stops_issuing(server: FakeOpenAI) -> None:
     assert all(o.success for o in outputs)
 
 
+async def test_duration_follows_the_schedule_on_a_busy_machine(
+    server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every wake-up 60 ms late (a loaded machine): the arrival due at 0.3 s, inside the
+    0.35 s duration, is still sent; the wall clock does not decide an open loop."""
+    sleep = asyncio.sleep
+
+    async def late(delay: float, *args: Any) -> Any:
+        return await sleep(delay + 0.06 if delay > 0 else delay, *args)
+
+    monkeypatch.setattr("tokenfleet.bench.client.asyncio.sleep", late)
+    cfg = _cfg(server.url, num_prompts=None, request_rate=10.0, burstiness=math.inf, duration=0.35)
+    outputs, _ = await run_benchmark(cfg)
+    assert len(outputs) == 3
+
+
 async def test_closed_loop_with_duration_keeps_concurrency(server: FakeOpenAI) -> None:
-    server.ttft_s = 0.05
+    server.ttft_s, server.gate_at = 0.05, 2
     cfg = _cfg(server.url, num_prompts=None, max_concurrency=2, duration=0.2)
     outputs, _ = await run_benchmark(cfg)
     assert len(outputs) >= 2

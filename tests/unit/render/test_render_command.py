@@ -113,3 +113,47 @@ def test_bad_files(
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
     assert re.search(message, err), err
+
+
+def _service(spec: dict[str, object]) -> str:
+    body = {
+        "apiVersion": "tokenfleet.dev/v1alpha1",
+        "kind": "LLMService",
+        "metadata": {"name": "m"},
+        "spec": {"model": {"id": "meta-llama/Llama-3.1-8B"}, "gpu": {"type": "h100-sxm"}, **spec},
+    }
+    return yaml.safe_dump(body)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        # planner errors, worded for the CLI there, name the YAML fields here
+        ({"gpu": {"type": "h100-sxm", "tensorParallelSize": 3}},
+         r"spec\.gpu\.tensorParallelSize=3: tensor-parallel size does not divide"),
+        ({"workload": {"maxModelLen": 1024}},
+         r"spec\.workload\.maxModelLen=1024: .*raise spec\.workload\.maxModelLen or lower "
+         r"spec\.workload\.inputTokens/spec\.workload\.outputTokens"),
+        ({"gpu": {"type": "l4", "tensorParallelSize": 1},
+          "model": {"id": "meta-llama/Llama-3.1-405B"}},
+         r"spec\.gpu\.tensorParallelSize=1: does not fit .*add pipeline stages "
+         r"\(spec\.gpu\.pipelineParallelSize N\), raise spec\.gpu\.tensorParallelSize"),
+        # the shared request checks, named as spec fields
+        ({"workload": {"inputTokens": 1_000_000}},
+         r"spec\.workload\.inputTokens=1000000: .*131,072-token context"),
+        ({"engine": {"version": "99.0"}},
+         r"spec\.engine\.version=99\.0: is newer .*use spec\.engine\.version 0\.32\.0"),
+        ({"model": {"id": "meta-llama/Llama-3.1-8B", "quantization": "awq"}},
+         r"spec\.model\.quantization=awq: does not match the checkpoint"),
+    ],
+)  # fmt: skip
+def test_errors_name_yaml_fields_not_cli_flags(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, spec: dict[str, object], message: str
+) -> None:
+    path = tmp_path / "svc.yaml"
+    path.write_text(_service(spec))
+    code, out, err = run(capsys, "-f", str(path))
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert re.search(message, err), err
+    assert not re.search(r"(^|\s|\()--[a-z]", err.split(": ", 1)[1]), err  # no CLI flag named

@@ -1,4 +1,9 @@
-"""The simulator's HTTP server in-process (aiohttp test client), fast with a high time scale."""
+"""The simulator's HTTP server in-process (aiohttp test client), on a manual clock.
+
+The engine's clock advances only when the engine sleeps through a step (ManualClock), so
+simulated latencies are exact step sums whatever the machine's load: no test here depends on
+wall-clock time.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +33,20 @@ class FlatTimer:
         return 0.010 + 0.0001 * prefill_tokens
 
 
+class ManualClock:
+    """Time moves only when the engine waits for a step to end: it jumps to that end."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        await asyncio.sleep(0)  # let the HTTP handlers run between steps
+
+
 CONFIG = SchedulerConfig(
     kv_cache_tokens=8192, max_num_seqs=8, max_num_batched_tokens=512, max_model_len=1024
 )
@@ -46,9 +65,10 @@ ClientFactory = Callable[..., Any]
 async def make_client() -> AsyncIterator[ClientFactory]:
     clients: list[TestClient[Any, Any]] = []
 
-    async def make(s: SimSettings | None = None) -> TestClient[Any, Any]:
+    async def make(s: SimSettings | None = None, real_clock: bool = False) -> TestClient[Any, Any]:
+        clock = None if real_clock else ManualClock()
         client: TestClient[Any, Any] = TestClient(
-            TestServer(build_app(s or settings(), FlatTimer()))
+            TestServer(build_app(s or settings(), FlatTimer(), clock))
         )
         await client.start_server()
         clients.append(client)
@@ -215,22 +235,42 @@ async def test_metrics_count_requests_in_simulated_seconds(
     assert values[f"{ttft}_count"] == 12
     assert values[requests] == 12
     assert values[generated] == 120
-    # 12 requests on 8 seats: 4 wait for a full first wave (10 steps of >= 10 ms simulated).
-    assert values[f"{ttft}_sum"] / 12 > 0.010
-    assert values[f"{ttft}_sum"] < 12 * 1.0
+    # In simulated seconds: every first token costs at least one 4-token prefill step
+    # (10.4 ms; wall-clock seconds at time_scale 1000 would be ~1000x smaller), and no
+    # request waits longer than a full wave of 8 x 10 tokens ahead of it on 8 seats
+    # (10 steps of at most 10 + 0.1 x 8 x 4 ms) plus its own prefill.
+    one_prefill = FlatTimer().step_seconds(4, 0, 0)
+    assert values[f"{ttft}_sum"] >= 12 * one_prefill
+    wave = 10 * FlatTimer().step_seconds(8 * 4, 8, 0)
+    assert values[f"{ttft}_sum"] <= 12 * (wave + one_prefill * 2)
 
 
 async def test_client_disconnect_frees_the_request(make_client: ClientFactory) -> None:
-    client = await make_client()
+    # Real time at scale 1: the 1000 tokens would take >= 10 s, so the request is still
+    # running when the client leaves (a manual clock could finish it first).
+    real_time = SimSettings(served_model="sim-model", engine="vllm", config=CONFIG)
+    client = await make_client(real_time, real_clock=True)
     response = await client.post(
         "/v1/completions", json={"prompt": "a", "max_tokens": 1000, "stream": True}
     )
     await response.content.readline()  # first token arrived: it is running
     response.close()
-    for _ in range(200):
-        values = samples(await (await client.get("/metrics")).text())
+    # Poll for the condition with a generous deadline (the server notices the disconnect
+    # on its next write); the outcome, not the time it took, is what is asserted.
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        text = await (await client.get("/metrics")).text()
+        values = samples(text)
         if values["vllm:num_requests_running"] == 0:
             break
+        assert asyncio.get_running_loop().time() < deadline, "request never freed"
         await asyncio.sleep(0.01)
-    assert values["vllm:num_requests_running"] == 0
     assert values["vllm:kv_cache_usage_perc"] == 0
+    # Freed by the abort, not by running to its end.
+    by_reason = {
+        sample.labels["finished_reason"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "vllm:request_success_total"
+    }
+    assert by_reason["abort"] == 1 and by_reason["length"] == 0

@@ -20,6 +20,7 @@ Public names:
 - parse_llmservice(body) -> LLMService; raises SpecError (a PlanError: .field, .value,
   .problem, .fix; str() is one line).
 - to_plan_request(service, config=None) -> capacity.PlanRequest; raises PlanError.
+- plan_service(request) -> capacity.Plan: capacity.plan whose errors name spec fields.
 - GROUP, VERSION, API_VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, CATEGORIES.
 - build_crd() -> dict (tokenfleet.api.crd).
 
@@ -46,7 +47,7 @@ from tokenfleet.api.model import (
     SecretKeyRef,
 )
 from tokenfleet.api.parse import SpecError, parse_llmservice
-from tokenfleet.api.planrequest import to_plan_request
+from tokenfleet.api.planrequest import plan_service, spec_error, to_plan_request
 from tokenfleet.api.spec import (
     API_VERSION,
     CATEGORIES,
@@ -108,5 +109,7 @@ __all__ = [
     "WorkloadSpec",
     "default_image",
     "parse_llmservice",
+    "plan_service",
+    "spec_error",
     "to_plan_request",
 ]

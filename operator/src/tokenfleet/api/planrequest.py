@@ -2,19 +2,161 @@
 
 Pure: the caller resolves a configMapRef (reads the ConfigMap) and passes its config.json
 mapping in. Errors are PlanErrors naming the spec field (spec.gpu.tensorParallelSize).
+
+The CLI shares two things with it: `check_cli_bounds` holds `tokenfleet plan`'s flags to
+the CRD's own bounds (read from the pydantic models, never retyped), and
+`capacity.validate.check_request` runs on both paths with each one's names for the inputs.
+`spec_error` renames the planner's CLI-worded errors (max-model-len, --tp) into spec fields.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
+import annotated_types
+from pydantic import BaseModel
+
+from tokenfleet.api.engine import EngineSpec
+from tokenfleet.api.gpu import GpuSpec
 from tokenfleet.api.spec import LLMService
+from tokenfleet.api.workload import SloSpec, WorkloadSpec
 from tokenfleet.capacity.architecture import ModelArch, parse_config
 from tokenfleet.capacity.catalog import load_model
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import get_gpu
-from tokenfleet.capacity.types import PlanRequest
+from tokenfleet.capacity.types import Plan, PlanRequest
+from tokenfleet.capacity.validate import check_request
+
+# CLI flag (argparse dest) -> the spec field with the same meaning (model, attribute).
+CLI_FLAG_FIELDS: dict[str, tuple[type[BaseModel], str]] = {
+    "concurrency": (WorkloadSpec, "concurrency"),
+    "input_tokens": (WorkloadSpec, "input_tokens"),
+    "output_tokens": (WorkloadSpec, "output_tokens"),
+    "max_model_len": (WorkloadSpec, "max_model_len"),
+    "ttft_slo_ms": (SloSpec, "ttft_ms"),
+    "tpot_slo_ms": (SloSpec, "tpot_ms"),
+    "max_num_seqs": (EngineSpec, "max_num_seqs"),
+    "max_num_batched_tokens": (EngineSpec, "max_num_batched_tokens"),
+    "gpu_memory_utilization": (EngineSpec, "memory_fraction"),
+    "mem_fraction_static": (EngineSpec, "memory_fraction"),
+    "price_per_gpu_hour": (GpuSpec, "price_per_hour"),
+    "tp": (GpuSpec, "tensor_parallel_size"),
+    "pp": (GpuSpec, "pipeline_parallel_size"),
+    "max_gpus_per_node": (GpuSpec, "max_per_node"),
+    # No spec field: a replica spans one node per pipeline stage at most, so --max-nodes
+    # takes the bounds of spec.gpu.pipelineParallelSize.
+    "max_nodes": (GpuSpec, "pipeline_parallel_size"),
+}
+
+# The spec field behind each input the planner's errors and fixes name in CLI words.
+SPEC_FIELDS: dict[str, str] = {
+    "model": "spec.model.id",
+    "dtype": "spec.model.dtype",
+    "quantization": "spec.model.quantization",
+    "gpu": "spec.gpu.type",
+    "tp": "spec.gpu.tensorParallelSize",
+    "pp": "spec.gpu.pipelineParallelSize",
+    "max-gpus-per-node": "spec.gpu.maxPerNode",
+    "price-per-gpu-hour": "spec.gpu.pricePerHour",
+    "engine": "spec.engine.kind",
+    "engine-version": "spec.engine.version",
+    "gpu-memory-utilization": "spec.engine.memoryFraction",
+    "mem-fraction-static": "spec.engine.memoryFraction",
+    "max-num-seqs": "spec.engine.maxNumSeqs",
+    "max-num-batched-tokens": "spec.engine.maxNumBatchedTokens",
+    "kv-cache-dtype": "spec.engine.kvCacheDtype",
+    "max-model-len": "spec.workload.maxModelLen",
+    "concurrency": "spec.workload.concurrency",
+    "input-tokens": "spec.workload.inputTokens",
+    "output-tokens": "spec.workload.outputTokens",
+    "ttft-slo-ms": "spec.slo.ttftMs",
+    "tpot-slo-ms": "spec.slo.tpotMs",
+}
+SPEC_NAMES: dict[str, str] = {
+    "input_tokens": SPEC_FIELDS["input-tokens"],
+    "output_tokens": SPEC_FIELDS["output-tokens"],
+    "max_model_len": SPEC_FIELDS["max-model-len"],
+    "engine_version": SPEC_FIELDS["engine-version"],
+    "quantization": SPEC_FIELDS["quantization"],
+}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def check_cli_bounds(values: Mapping[str, Any]) -> None:
+    """Hold CLI flags (argparse dests -> values; None = unset) to the bounds the CRD puts on
+    the same spec fields, so `tokenfleet plan` accepts exactly what an LLMService may say."""
+    for dest, value in values.items():
+        if value is None or dest not in CLI_FLAG_FIELDS:
+            continue
+        model, attribute = CLI_FLAG_FIELDS[dest]
+        section = model.__name__.removesuffix("Spec").lower()
+        spec_field = f"spec.{section}.{_camel(attribute)}"
+        for bound in model.model_fields[attribute].metadata:
+            problem = _violated(bound, value)
+            if problem:
+                flag = dest.replace("_", "-")
+                raise PlanError(
+                    flag,
+                    value,
+                    f"{problem} (the CRD's bound on {spec_field})",
+                    f"pass --{flag} {problem.removeprefix('must be ')}",
+                )
+
+
+def _violated(bound: object, value: Any) -> str | None:
+    if isinstance(bound, annotated_types.Ge) and not value >= bound.ge:
+        return f"must be >= {bound.ge}"
+    if isinstance(bound, annotated_types.Gt) and not value > bound.gt:
+        return f"must be > {bound.gt}"
+    if isinstance(bound, annotated_types.Le) and not value <= bound.le:
+        return f"must be <= {bound.le:,}"
+    if isinstance(bound, annotated_types.Lt) and not value < bound.lt:
+        return f"must be < {bound.lt}"
+    return None
+
+
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
+
+
+def spec_text(text: str) -> str:
+    """`--max-model-len` -> `spec.workload.maxModelLen` in a message; others unchanged."""
+    # The CLI's `--pp auto` has no spec counterpart: a spec asks for stages by number.
+    text = text.replace("(--pp auto or --pp N)", "(--pp N)")
+    return _FLAG.sub(lambda m: SPEC_FIELDS.get(m.group(1), m.group(0)), text)
+
+
+def spec_error(error: PlanError) -> PlanError:
+    """The planner words its errors for the CLI (`max-model-len=...; raise --max-model-len`);
+    for an LLMService, name the spec fields instead. Unknown names are left as they are."""
+    if error.field.startswith("spec.") or error.field not in SPEC_FIELDS:
+        field = error.field
+    else:
+        field = SPEC_FIELDS[error.field]
+    rename = spec_text
+    if field == error.field and rename(error.fix) == error.fix:
+        return error
+    renamed = PlanError(field, error.value, rename(error.problem), rename(error.fix))
+    renamed.__cause__ = error
+    return renamed
+
+
+def plan_service(request: PlanRequest) -> Plan:
+    """capacity.plan for a request made from an LLMService: errors name spec fields."""
+    from tokenfleet.capacity.planner import plan
+
+    try:
+        planned = plan(request)
+    except PlanError as error:
+        raise spec_error(error) from None
+    # Warnings land in status.plan.warnings: word them for the YAML too.
+    return dataclasses.replace(planned, warnings=tuple(map(spec_text, planned.warnings)))
 
 
 def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None) -> PlanRequest:
@@ -23,7 +165,7 @@ def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None
     spec = service.spec
     tp, pp = _parallelism(service)
     gpu = get_gpu(spec.gpu.type, field="spec.gpu.type").with_price(spec.gpu.price_per_hour)
-    return PlanRequest(
+    request = PlanRequest(
         arch=_architecture(service, config),
         gpu=gpu,
         engine=spec.engine.kind,
@@ -45,6 +187,8 @@ def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None
         max_gpus_per_node=spec.gpu.max_per_node,
         target_requests_per_second=spec.workload.target_requests_per_second,
     )
+    check_request(request, SPEC_NAMES)
+    return request
 
 
 def _architecture(service: LLMService, config: Mapping[str, Any] | None) -> ModelArch:

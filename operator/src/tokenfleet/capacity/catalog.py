@@ -54,10 +54,37 @@ def architecture_from_config(config: Mapping[str, Any], name: str) -> ModelArch:
     return parse_config(config, name, name)
 
 
+def _is_config_path(model: str) -> bool:
+    path = Path(model)
+    return model.endswith(".json") or path.is_dir() or path.is_file()
+
+
+def served_model(model: str, model_id: str | None = None) -> tuple[str, str | None]:
+    """What the engine must be told to serve for `--model` (and an optional `--model-id`),
+    and a note for the user when that is not what they typed.
+
+    A catalog alias ("llama-3.1-8b") becomes its canonical Hugging Face id: the engine
+    downloads by that id, and an alias is no Hub repo. A config.json only sizes the model;
+    unless --model-id names the Hub id (or directory) to serve, the engine serves the
+    config's directory, which must then hold the weights as well.
+    """
+    if model_id:
+        return model_id, None
+    if _is_config_path(model):
+        path = Path(model)
+        directory = path if path.is_dir() else path.parent
+        return str(directory), (
+            f"the engine serves the directory {directory} (where the config.json is; it must "
+            "also hold the weights); pass --model-id to serve a Hugging Face id instead"
+        )
+    found = _lookup_id(model)
+    return (found or model), None
+
+
 def load_model(model: str, field: str = "model") -> ModelArch:
     """A catalog id, or a path to a config.json (or a directory holding one)."""
     path = Path(model)
-    if model.endswith(".json") or path.is_dir() or path.is_file():
+    if _is_config_path(model):
         file = path / "config.json" if path.is_dir() else path
         try:
             config = json.loads(file.read_text())

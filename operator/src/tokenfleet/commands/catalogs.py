@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from tokenfleet.capacity import GPUS, catalog_ids, load_model
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     p.set_defaults(_catalog=name)
 
 
@@ -34,11 +35,20 @@ def _models() -> list[dict[str, object]]:
     return rows
 
 
+def _dump(rows: list[dict[str, object]], output: str) -> None:
+    if output == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        import yaml
+
+        yaml.safe_dump(rows, sys.stdout, sort_keys=False)
+
+
 def run(args: argparse.Namespace) -> int:
     if args._catalog == "models":
         rows = _models()
-        if args.output == "json":
-            print(json.dumps(rows, indent=2))
+        if args.output != "table":
+            _dump(rows, args.output)
             return 0
         print(
             f"{'MODEL':<36}{'TYPE':<18}{'PARAMS(B)':>10}{'ACTIVE(B)':>10}{'LAYERS':>7}"
@@ -58,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
          "pricePerHour": g.price_per_hour}
         for g in GPUS.values()
     ]  # fmt: skip
-    if args.output == "json":
-        print(json.dumps(gpus, indent=2))
+    if args.output != "table":
+        _dump(gpus, args.output)
         return 0
     print(
         f"{'GPU':<11}{'MEMORY(GiB)':>12}{'BW(GB/s)':>9}{'BF16':>6}{'FP8':>6}  {'LINK':<16}"

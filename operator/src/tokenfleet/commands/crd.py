@@ -51,9 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         stale = [p for p in paths if not p.is_file() or p.read_text() != text]
         for path in stale:
-            print(
-                f"error: {path} is out of date with tokenfleet.api; run `make crd`", file=sys.stderr
-            )
+            problem = "is out of date with tokenfleet.api" if path.is_file() else "not found"
+            print(f"error: {path}: {problem}; run `tokenfleet crd` to write it", file=sys.stderr)
         return 1 if stale else 0
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)

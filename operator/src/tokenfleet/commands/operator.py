@@ -115,6 +115,75 @@ def load_settings(args: Any) -> tuple[Any, list[str]]:
     return images, changed
 
 
+def preflight(args: Any) -> None:
+    """What the operator needs before kopf starts, each refused in one line (exit 2):
+    ports it can listen on and Kubernetes credentials to log in with. Without this, kopf
+    prints a traceback per failed bind or login and retries forever while /healthz is 200."""
+    import socket
+    import urllib.parse
+
+    from tokenfleet.capacity.errors import PlanError
+    from tokenfleet.commands.listen import bind_error, check_port
+
+    check_port("--metrics-port", args.metrics_port, allow_zero=True)
+    if args.metrics_port:
+        try:  # prometheus_client serves on every interface
+            socket.create_server(("0.0.0.0", args.metrics_port)).close()
+        except OSError as error:
+            raise bind_error(
+                error, "0.0.0.0", args.metrics_port, "--metrics-port", "--metrics-port"
+            ) from None
+    if args.liveness:
+        url = urllib.parse.urlsplit(args.liveness)
+        try:
+            port = url.port or 80
+        except ValueError:  # urllib's "Port out of range 0-65535"
+            raise PlanError(
+                "--liveness",
+                args.liveness,
+                "has no valid port",
+                "use e.g. http://0.0.0.0:8080/healthz",
+            ) from None
+        if url.scheme != "http" or not url.path:
+            raise PlanError(
+                "--liveness", args.liveness, "is not an http://HOST:PORT/PATH URL",
+                "use e.g. http://0.0.0.0:8080/healthz, or '' to disable it",
+            )  # fmt: skip
+        host = url.hostname or "localhost"  # kopf's default for a URL without a host
+        try:
+            socket.create_server((host, port)).close()
+        except OSError as error:
+            raise bind_error(error, host, port, "--liveness", "--liveness", args.liveness) from None
+    _check_credentials()
+
+
+def _check_credentials() -> None:
+    """The official client's own loaders (in-cluster first, then $KUBECONFIG or
+    ~/.kube/config), as kopf's login uses them; no request is made."""
+    import os
+
+    from kubernetes import config
+
+    from tokenfleet.capacity.errors import PlanError
+
+    try:
+        config.load_incluster_config()
+        return
+    except config.ConfigException:
+        pass
+    try:
+        config.load_kube_config()
+    except (config.ConfigException, OSError) as error:
+        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise PlanError(
+            "KUBECONFIG",
+            where,
+            f"no Kubernetes credentials: not in a pod, and no usable kubeconfig ({error})",
+            "point KUBECONFIG at a kubeconfig for the cluster, or run the operator in-cluster "
+            "with a service account",
+        ) from None
+
+
 def run(args: Any) -> int:
     import kopf
 
@@ -123,6 +192,7 @@ def run(args: Any) -> int:
     from tokenfleet.controller.handlers import Credentials, Options, build_registry
     from tokenfleet.controller.kube import KubeClient
     from tokenfleet.controller.metrics import Metrics
+    from tokenfleet.controller.peering import watch_peering
     from tokenfleet.controller.reconcile import Pipeline, Reconciler
 
     try:
@@ -130,6 +200,7 @@ def run(args: Any) -> int:
     except PlanError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    preflight(args)
     debug = args.verbose or args.log_level == "debug"
     kopf.configure(debug=debug, verbose=debug)
     if args.log_level in ("warning", "error"):
@@ -154,6 +225,16 @@ def run(args: Any) -> int:
     pipeline.render = functools.partial(render.all, images=images)
     reconciler = Reconciler(KubeClient(credentials.current), metrics, pipeline)
     registry = build_registry(reconciler, credentials, Options(resync_seconds=args.resync_seconds))
+    if not args.standalone:
+        watch_peering(registry, reconciler.kube, args.peering, clusterwide=not args.namespace)
+
+    @kopf.on.probe(registry=registry, id="kubernetes")
+    def logged_in(**_: Any) -> str:
+        # /healthz answers 500 while the operator has no working login, instead of 200.
+        if credentials.info is None:
+            raise kopf.PermanentError("not logged in to Kubernetes")
+        return "logged in"
+
     kopf.run(
         registry=registry,
         clusterwide=not args.namespace,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
 from typing import Any
 
 from tokenfleet.capacity import GPUS, Plan, PlanError, PlanRequest, get_gpu, load_model, plan
+from tokenfleet.capacity.catalog import served_model
 from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS
 from tokenfleet.capacity.quantization import QUANTIZATIONS
 from tokenfleet.capacity.types import (
@@ -25,8 +27,15 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument(
         "--model", required=True, help="catalog id (tokenfleet models) or config.json path"
     )
+    p.add_argument(
+        "--model-id",
+        help="Hugging Face id or directory the engine serves (default: the catalog id; with a "
+        "config.json path: that file's directory)",
+    )
     p.add_argument("--gpu", required=True, help=f"GPU type: {', '.join(GPUS)}")
-    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm")
+    p.add_argument(
+        "--engine", choices=("vllm", "sglang"), default="vllm", help="default: %(default)s"
+    )
     p.add_argument(
         "--engine-version",
         help=f"default: vllm {DEFAULT_VERSIONS['vllm']}, sglang {DEFAULT_VERSIONS['sglang']}",
@@ -47,28 +56,57 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     )
     p.add_argument("--max-num-batched-tokens", type=int)
     p.add_argument("--max-num-seqs", type=int)
-    p.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto")
+    p.add_argument(
+        "--kv-cache-dtype", choices=("auto", "fp8"), default="auto", help="default: %(default)s"
+    )
     p.add_argument("--dtype", default="auto", help="weight/activation dtype (auto = bfloat16)")
     p.add_argument("--quantization", choices=QUANTIZATIONS, help="override the checkpoint's")
     p.add_argument(
         "--concurrency",
         type=int,
         default=DEFAULT_CONCURRENCY,
-        help="target concurrent requests per replica (textbook: batch size)",
+        help="target concurrent requests per replica (textbook: batch size; default: %(default)s)",
     )
-    p.add_argument("--input-tokens", type=int, default=DEFAULT_INPUT_TOKENS)
-    p.add_argument("--output-tokens", type=int, default=DEFAULT_OUTPUT_TOKENS)
-    p.add_argument("--ttft-slo-ms", type=float, default=DEFAULT_TTFT_SLO_MS)
-    p.add_argument("--tpot-slo-ms", type=float, default=DEFAULT_TPOT_SLO_MS)
-    p.add_argument("--max-gpus-per-node", type=int)
-    p.add_argument("--max-nodes", type=int, default=4)
+    p.add_argument(
+        "--input-tokens",
+        type=int,
+        default=DEFAULT_INPUT_TOKENS,
+        help="typical prompt length (default: %(default)s)",
+    )
+    p.add_argument(
+        "--output-tokens",
+        type=int,
+        default=DEFAULT_OUTPUT_TOKENS,
+        help="typical output length (default: %(default)s)",
+    )
+    p.add_argument(
+        "--ttft-slo-ms",
+        type=float,
+        default=DEFAULT_TTFT_SLO_MS,
+        help="time-to-first-token SLO (default: %(default)g ms)",
+    )
+    p.add_argument(
+        "--tpot-slo-ms",
+        type=float,
+        default=DEFAULT_TPOT_SLO_MS,
+        help="time-per-output-token SLO (default: %(default)g ms)",
+    )
+    p.add_argument(
+        "--max-gpus-per-node", type=int, help="default: the GPU type's (tokenfleet gpus)"
+    )
+    p.add_argument(
+        "--max-nodes",
+        type=int,
+        default=4,  # a replica spanning more nodes is rare enough to be asked for explicitly
+        help="most nodes one replica may span (default: %(default)s)",
+    )
     p.add_argument(
         "--objective",
         choices=("cost", "min-gpus", "latency"),
         default="cost",
-        help="cost (default): fewest GPUs in total (replicas x layout), or the cheapest fleet "
-        "for --target-rps; min-gpus: fewest GPUs per replica that hold --concurrency; "
-        "latency: spend GPUs on speed",
+        help="cost: fewest GPUs in total (replicas x layout), or the cheapest fleet for "
+        "--target-rps; min-gpus: fewest GPUs per replica that hold --concurrency; latency: "
+        "spend GPUs on speed (default: %(default)s)",
     )
     p.add_argument(
         "--target-rps",
@@ -78,7 +116,13 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     )
     p.add_argument("--price-per-gpu-hour", type=float, help="override the catalog price (USD)")
     p.add_argument("--breakdown", choices=("textbook",), help="show the textbook formula instead")
-    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="default: %(default)s",
+    )
 
 
 def _pp_arg(value: str) -> int | str:
@@ -91,6 +135,11 @@ def _pp_arg(value: str) -> int | str:
 
 
 def request_from_args(args: argparse.Namespace) -> PlanRequest:
+    from tokenfleet.api.planrequest import check_cli_bounds
+    from tokenfleet.capacity.validate import check_request
+
+    # "--pp auto" is not a number to bound: only a fixed stage count is checked.
+    check_cli_bounds({**vars(args), "pp": None if args.pp == "auto" else args.pp})
     if args.engine == "vllm" and args.mem_fraction_static is not None:
         raise PlanError(
             "mem-fraction-static",
@@ -106,8 +155,11 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
             "use --mem-fraction-static with --engine sglang",
         )
     fraction = args.gpu_memory_utilization if args.engine == "vllm" else args.mem_fraction_static
-    return PlanRequest(
-        arch=load_model(args.model),
+    arch = load_model(args.model)
+    if getattr(args, "model_id", None):
+        arch = dataclasses.replace(arch, name=args.model_id)  # name the plan after what runs
+    request = PlanRequest(
+        arch=arch,
         gpu=get_gpu(args.gpu).with_price(args.price_per_gpu_hour),
         engine=args.engine,
         engine_version=args.engine_version,
@@ -131,6 +183,8 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         objective=args.objective,
         target_requests_per_second=args.target_rps,
     )
+    check_request(request)
+    return request
 
 
 def plan_document(p: Plan, model_ref: str) -> dict[str, Any]:
@@ -139,6 +193,12 @@ def plan_document(p: Plan, model_ref: str) -> dict[str, Any]:
     doc = p.as_dict()
     doc["engineArgs"] = engine_args(p, model_ref)
     doc["engineCommand"] = engine_command(p, model_ref)
+    if p.engine == "sglang":
+        # SGLang's split: weights + kvCache = staticPool = mem-fraction-static x freeAtStart;
+        # "activation" is the rest of freeAtStart, "overhead" what was taken before it.
+        m = p.memory
+        doc["memory"]["staticPool"] = round(m.budget / GIB, 2)
+        doc["memory"]["freeAtStart"] = round((m.budget + m.activation) / GIB, 2)
     return doc
 
 
@@ -147,10 +207,13 @@ def run(args: argparse.Namespace) -> int:
     if args.breakdown == "textbook":
         from tokenfleet.commands.textbook_view import print_textbook
 
-        print_textbook(req)
+        print_textbook(req, args.output)
         return 0
     p = plan(req)
-    doc = plan_document(p, args.model)
+    model_ref, note = served_model(args.model, args.model_id)
+    doc = plan_document(p, model_ref)
+    if note:
+        doc["warnings"].append(note)
     if args.output == "json":
         json.dump(doc, sys.stdout, indent=2)
         print()
@@ -190,10 +253,9 @@ def _fleet_lines(p: Plan) -> list[str]:
 
 
 def render_table(p: Plan, doc: dict[str, Any]) -> str:
-    m, pr, req = p.memory, p.predicted, p.request
+    pr, req = p.predicted, p.request
     assert req is not None
     flag = "mem-fraction-static" if p.engine == "sglang" else "gpu-memory-utilization"
-    graphs = "inside" if m.cuda_graphs_in_budget else "outside"
     lines = [
         f"{p.model} on {p.gpu.name} ({p.gpu.id}), {p.engine} {p.engine_version} "
         f"[profile {p.engine_profile}]",
@@ -208,14 +270,7 @@ def render_table(p: Plan, doc: dict[str, Any]) -> str:
         f"max-num-seqs {p.max_num_seqs}, max-num-batched-tokens {p.max_num_batched_tokens:,}, "
         f"kv-cache-dtype {p.kv_cache_dtype}",
         "",
-        "  memory per GPU            GiB",
-        f"    weights            {m.weights / GIB:8.2f}",
-        f"    activation         {m.activation / GIB:8.2f}",
-        f"    overhead           {m.overhead / GIB:8.2f}   non-torch {m.non_torch / GIB:.2f}, "
-        f"CUDA graphs {m.cuda_graphs / GIB:.2f} ({graphs} the budget)",
-        f"    KV cache           {m.kv_cache / GIB:8.2f}",
-        f"    total              {m.total / GIB:8.2f}   budget {m.budget / GIB:.2f} of "
-        f"{p.gpu.memory_gib:.2f}",
+        *(sglang_memory_lines(p) if p.engine == "sglang" else vllm_memory_lines(p)),
         "",
         f"  KV cache      {p.kv_cache_tokens:,} tokens ({p.kv_bytes_per_token:,} B/token per GPU); "
         f"{p.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once",
@@ -239,6 +294,47 @@ def render_table(p: Plan, doc: dict[str, Any]) -> str:
         "",
         "  command       " + shlex.join(doc["engineCommand"]),
     ]
-    if p.warnings:
-        lines += ["", "  warnings"] + [f"    - {w}" for w in p.warnings]
+    if doc["warnings"]:
+        lines += ["", "  warnings"] + [f"    - {w}" for w in doc["warnings"]]
     return "\n".join(lines)
+
+
+def vllm_memory_lines(p: Plan) -> list[str]:
+    """vLLM: everything it profiles sits inside total x gpu-memory-utilization (the budget);
+    CUDA graphs inside it from 0.21, outside before."""
+    m = p.memory
+    graphs = "inside" if m.cuda_graphs_in_budget else "outside"
+    return [
+        "  memory per GPU            GiB",
+        f"    weights            {m.weights / GIB:8.2f}",
+        f"    activation         {m.activation / GIB:8.2f}",
+        f"    overhead           {m.overhead / GIB:8.2f}   non-torch {m.non_torch / GIB:.2f}, "
+        f"CUDA graphs {m.cuda_graphs / GIB:.2f} ({graphs} the budget)",
+        f"    KV cache           {m.kv_cache / GIB:8.2f}",
+        f"    total              {m.total / GIB:8.2f}   budget {m.budget / GIB:.2f} of "
+        f"{p.gpu.memory_gib:.2f}",
+    ]
+
+
+def sglang_memory_lines(p: Plan) -> list[str]:
+    """SGLang's own accounting (reference/engines.md): of the memory free when it starts
+    (the GPU less the CUDA context and NCCL), mem-fraction-static is the static pool that
+    holds the weights and the KV pool; the rest is left to activations and CUDA graphs,
+    which SGLang does not size one by one. The lines add up to the GPU's memory."""
+    m = p.memory
+    rest = m.activation  # memory.py keeps SGLang's (1 - mem_fraction_static) share here
+    rows = [
+        ("CUDA context + NCCL at start", m.non_torch, ""),
+        (
+            f"static pool (mem-fraction-static {p.memory_fraction:g})",
+            m.budget,
+            f"   of the {(m.budget + rest) / GIB:.2f} free at start",
+        ),
+        ("  weights", m.weights, ""),
+        ("  KV cache pool", m.kv_cache, ""),
+        ("the rest: activations, CUDA graphs", rest, ""),
+        ("total", m.total, f"   the GPU's {p.gpu.memory_gib:.2f}"),
+    ]
+    return ["  memory per GPU (SGLang)" + " " * 24 + "GiB"] + [
+        f"    {label:<40}{value / GIB:8.2f}{note}" for label, value, note in rows
+    ]

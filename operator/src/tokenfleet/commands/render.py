@@ -128,7 +128,6 @@ def render_documents(
     """Plan and render every LLMService among `documents`; ConfigMaps among them and among
     `extra_documents` resolve configMapRef. Errors are FileErrors naming source and field."""
     from tokenfleet import api, render
-    from tokenfleet.capacity import plan
 
     default_ns = namespace or "default"
     maps = _config_maps([*documents, *extra_documents], default_ns)
@@ -145,7 +144,7 @@ def render_documents(
         body["metadata"] = {"namespace": default_ns, **(doc.get("metadata") or {})}
         try:
             service = api.parse_llmservice(body)
-            p = plan(api.to_plan_request(service, _model_config(service, maps)))
+            p = api.plan_service(api.to_plan_request(service, _model_config(service, maps)))
             manifests = render.all(
                 service,
                 p,
@@ -153,7 +152,7 @@ def render_documents(
                 lws_available=lws_available,
             )
         except PlanError as e:
-            raise FileError(source, e) from None
+            raise FileError(source, api.spec_error(e)) from None
         out.append(Rendered(source, service, p, manifests))
     return out
 

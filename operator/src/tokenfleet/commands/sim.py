@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from tokenfleet.capacity import GPUS
+from tokenfleet.capacity.quantization import QUANTIZATIONS
 
 DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000}
 
@@ -24,6 +25,13 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm")
     p.add_argument("--engine-version", help="engine version to model (default: the planner's)")
     p.add_argument("--tp", type=int, help="tensor-parallel size (default: the planner's)")
+    p.add_argument("--pp", type=int, help="pipeline-parallel size (default: the planner's)")
+    p.add_argument(
+        "--quantization", choices=QUANTIZATIONS, help="override the checkpoint's (as plan)"
+    )
+    p.add_argument(
+        "--kv-cache-dtype", choices=("auto", "fp8"), default="auto", help="default: %(default)s"
+    )
     p.add_argument("--max-model-len", type=int)
     p.add_argument("--max-num-seqs", type=int, help="override the planned max running requests")
     p.add_argument("--max-num-batched-tokens", type=int, help="override the planned step budget")
@@ -49,18 +57,23 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from aiohttp import web
 
+    from tokenfleet.commands.listen import bind_error, check_port
     from tokenfleet.sim.setup import settings_from_args
 
+    port = DEFAULT_PORTS[args.engine] if args.port is None else args.port
+    check_port("--port", port)
     settings, timer, summary = settings_from_args(args)
     print(summary, file=sys.stderr, flush=True)
     from tokenfleet.sim.server import build_app
 
-    port = args.port or DEFAULT_PORTS[args.engine]
-    web.run_app(
-        build_app(settings, timer),
-        host=args.host,
-        port=port,
-        print=lambda msg: print(msg, file=sys.stderr, flush=True),
-        access_log=None,
-    )
+    try:
+        web.run_app(
+            build_app(settings, timer),
+            host=args.host,
+            port=port,
+            print=lambda msg: print(msg, file=sys.stderr, flush=True),
+            access_log=None,
+        )
+    except OSError as error:  # busy port, foreign address, unresolvable host name
+        raise bind_error(error, args.host, port, "--host", "--port") from None
     return 0

@@ -2,17 +2,47 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from typing import Any
+
 from tokenfleet.capacity import PlanRequest
 from tokenfleet.capacity.quantization import dtype_bytes
-from tokenfleet.capacity.textbook import textbook
+from tokenfleet.capacity.textbook import TextbookBreakdown, textbook
 
 
-def print_textbook(req: PlanRequest) -> None:
+def textbook_document(req: PlanRequest, t: TextbookBreakdown, context: int) -> dict[str, Any]:
+    """The breakdown for tools (`-o json` / `-o yaml`): bytes are exact integers."""
+    return {
+        "model": req.arch.name,
+        "batch": req.concurrency,
+        "inputTokens": req.input_tokens,
+        "outputTokens": req.output_tokens,
+        "context": context,
+        "bytesPerParam": int(dtype_bytes(req.dtype)),
+        "parameters": req.arch.params.total,
+        "rows": [{"part": r.part, "formula": r.formula, "bytes": r.bytes} for r in t.rows],
+        "totalBytes": t.total_bytes,
+        "totalWithContextBytes": t.total_with_context_bytes,
+        "notes": list(t.notes),
+    }
+
+
+def print_textbook(req: PlanRequest, output: str = "table") -> None:
     context = req.max_model_len or req.arch.max_context
     bytes_per_param = int(dtype_bytes(req.dtype))
     t = textbook(
         req.arch, req.concurrency, req.input_tokens, req.output_tokens, context, bytes_per_param
     )
+    if output == "json":
+        json.dump(textbook_document(req, t, context), sys.stdout, indent=2)
+        print()
+        return
+    if output == "yaml":
+        import yaml
+
+        yaml.safe_dump(textbook_document(req, t, context), sys.stdout, sort_keys=False)
+        return
     print(
         f"textbook memory for {req.arch.name}: batch {req.concurrency}, {req.input_tokens} in + "
         f"{req.output_tokens} out, {context:,}-token context, {bytes_per_param} bytes/param"

@@ -154,11 +154,18 @@ class Credentials:
         self._kwargs = kwargs
         # The same order as kopf's defaults: the official client (kubeconfig incl. exec
         # plugins, or in-cluster), then kopf's minimal service-account / kubeconfig readers.
-        info = (
-            kopf.login_via_client(**kwargs)
-            or kopf.login_with_service_account(**kwargs)
-            or kopf.login_with_kubeconfig(**kwargs)
-        )
+        try:
+            info = (
+                kopf.login_via_client(**kwargs)
+                or kopf.login_with_service_account(**kwargs)
+                or kopf.login_with_kubeconfig(**kwargs)
+            )
+        except Exception as error:  # kopf would log each retry with a 40-line traceback
+            raise kopf.TemporaryError(
+                f"cannot log in to Kubernetes ({str(error).splitlines()[0]}); point KUBECONFIG "
+                "at a kubeconfig or run in-cluster with a service account; retrying in 30 s",
+                delay=30,
+            ) from None
         self.info = info
         return info
 

@@ -58,9 +58,10 @@ class Pipeline:
 
     @classmethod
     def default(cls) -> Pipeline:
-        from tokenfleet import api, capacity, render
+        from tokenfleet import api, render
 
-        return cls(api.parse_llmservice, api.to_plan_request, capacity.plan, render.all)
+        # api.plan_service: capacity.plan whose errors name spec fields, not CLI flags.
+        return cls(api.parse_llmservice, api.to_plan_request, api.plan_service, render.all)
 
 
 @dataclass

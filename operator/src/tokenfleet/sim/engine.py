@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from typing import Protocol
 
 from tokenfleet.sim.metrics import EngineMetrics
 from tokenfleet.sim.scheduler import Scheduler, SimRequest
@@ -39,15 +40,44 @@ class Handle:
         return self.request.output_tokens
 
 
+class Clock(Protocol):
+    """The real (unscaled) clock the engine paces its steps by."""
+
+    def time(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class LoopClock:
+    """The asyncio loop's monotonic clock: what `tokenfleet sim` runs on."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+
+    def time(self) -> float:
+        return self._loop.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
 class SimEngine:
-    def __init__(self, scheduler: Scheduler, metrics: EngineMetrics, time_scale: float) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        metrics: EngineMetrics,
+        time_scale: float,
+        clock: Clock | None = None,
+    ) -> None:
+        """`clock` is the loop's by default; tests pass one that advances only when the
+        engine sleeps, so simulated latencies do not depend on how busy the machine is."""
         if time_scale <= 0:
             raise ValueError(f"time_scale={time_scale}: must be > 0")
         self.scheduler = scheduler
         self.metrics = metrics
         self.time_scale = time_scale
-        self._loop = asyncio.get_running_loop()
-        self._real_base = self._loop.time()
+        self._clock: Clock = clock or LoopClock()
+        self._real_base = self._clock.time()
         self._virtual_base = 0.0
         self._last_arrival = 0.0
         self._handles: dict[SimRequest, Handle] = {}
@@ -59,13 +89,13 @@ class SimEngine:
 
     def now(self) -> float:
         """Current virtual (simulated) time in seconds."""
-        return self._virtual_base + (self._loop.time() - self._real_base) * self.time_scale
+        return self._virtual_base + (self._clock.time() - self._real_base) * self.time_scale
 
     def _rebase(self, target: float) -> None:
         """Pause virtual time at `target` if it ran past it (never moves it forward)."""
         if self.now() > target:
             self._virtual_base = target
-            self._real_base = self._loop.time()
+            self._real_base = self._clock.time()
 
     def next_index(self) -> int:
         return next(self._ids)
@@ -118,7 +148,7 @@ class SimEngine:
                 continue
             self._step_end = step.end
             delay = (step.end - self.now()) / self.time_scale
-            await asyncio.sleep(max(delay, 0.0))
+            await self._clock.sleep(max(delay, 0.0))
             outcome = scheduler.complete(step)
             self._step_end = None
             self.steps += 1

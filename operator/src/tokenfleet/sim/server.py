@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from tokenfleet.sim.engine import Handle, SimEngine
+from tokenfleet.sim.engine import Clock, Handle, SimEngine
 from tokenfleet.sim.metrics import metrics_for
 from tokenfleet.sim.protocol import (
     CHAT_DEFAULT_MAX_TOKENS,
@@ -46,7 +46,10 @@ class SimSettings:
 SETTINGS_KEY = web.AppKey("settings", SimSettings)
 
 
-def build_app(settings: SimSettings, timer: StepTimer) -> web.Application:
+def build_app(
+    settings: SimSettings, timer: StepTimer, clock: Clock | None = None
+) -> web.Application:
+    """`clock`: see SimEngine (None: the event loop's clock)."""
     app = web.Application(client_max_size=64 * 1024**2)
     app[SETTINGS_KEY] = settings
 
@@ -57,7 +60,7 @@ def build_app(settings: SimSettings, timer: StepTimer) -> web.Application:
             settings.config.max_model_len,
             settings.engine_version,
         )
-        engine = SimEngine(Scheduler(settings.config, timer), metrics, settings.time_scale)
+        engine = SimEngine(Scheduler(settings.config, timer), metrics, settings.time_scale, clock)
         metrics.on_queue_change(engine.scheduler)
         engine.start()
         app[ENGINE_KEY] = engine

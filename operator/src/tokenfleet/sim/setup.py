@@ -7,6 +7,7 @@ import argparse
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.types import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS, Plan
+from tokenfleet.capacity.validate import check_request
 from tokenfleet.sim.scheduler import SchedulerConfig
 from tokenfleet.sim.server import SimSettings
 
@@ -18,29 +19,39 @@ def _positive(field: str, value: float | None) -> None:
 
 def plan_for(args: argparse.Namespace) -> Plan:
     """The replica `tokenfleet plan` would size for the same options (concurrency 1)."""
-    for field in ("tp", "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
+    from tokenfleet.api.planrequest import check_cli_bounds
+
+    for field in ("tp", "pp", "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
         _positive("--" + field.replace("_", "-"), getattr(args, field, None))
-    # The workload only shapes the prediction, not the sizing the simulator uses; keep it
-    # inside a short --max-model-len so the planner accepts it.
-    input_tokens, output_tokens = DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
-    if args.max_model_len and args.max_model_len < input_tokens + output_tokens:
-        input_tokens = max(args.max_model_len // 2, 1)
-        output_tokens = max(args.max_model_len // 4, 1)
-    return plan(
-        PlanRequest(
-            arch=load_model(args.model, "--model"),
-            gpu=get_gpu(args.gpu),
-            engine=args.engine,
-            engine_version=args.engine_version,
-            tensor_parallel_size=args.tp,
-            max_model_len=args.max_model_len,
-            max_num_seqs=getattr(args, "max_num_seqs", None),
-            max_num_batched_tokens=getattr(args, "max_num_batched_tokens", None),
-            concurrency=1,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-        )
+    check_cli_bounds(
+        {k: getattr(args, k, None) for k in ("tp", "pp", "max_model_len", "max_num_seqs")}
     )
+    arch = load_model(args.model, "--model")
+    # The workload only shapes the prediction, not the sizing the simulator uses; keep it
+    # inside a short --max-model-len (or model context) so the planner accepts it.
+    input_tokens, output_tokens = DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+    context = min(args.max_model_len or arch.max_context, arch.max_context)
+    if context < input_tokens + output_tokens:
+        input_tokens = max(context // 2, 1)
+        output_tokens = max(context // 4, 1)
+    request = PlanRequest(
+        arch=arch,
+        gpu=get_gpu(args.gpu),
+        engine=args.engine,
+        engine_version=args.engine_version,
+        tensor_parallel_size=args.tp,
+        pipeline_parallel_size=getattr(args, "pp", None),
+        max_model_len=args.max_model_len,
+        max_num_seqs=getattr(args, "max_num_seqs", None),
+        max_num_batched_tokens=getattr(args, "max_num_batched_tokens", None),
+        kv_cache_dtype=getattr(args, "kv_cache_dtype", "auto"),
+        quantization=getattr(args, "quantization", None),
+        concurrency=1,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+    )
+    check_request(request)
+    return plan(request)
 
 
 def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel, str]:
@@ -81,7 +92,8 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
     )
     summary = (
         f"tokenfleet sim: {p.model} on {p.gpus_per_replica} x {p.gpu.id} as {p.engine} "
-        f"{p.engine_version} (TP {p.tensor_parallel_size}): kv_cache_tokens={kv} "
+        f"{p.engine_version} (TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}): "
+        f"kv_cache_tokens={kv} "
         f"max_num_seqs={p.max_num_seqs} max_num_batched_tokens={p.max_num_batched_tokens} "
         f"max_model_len={max_model_len} time_scale={args.time_scale}"
     )

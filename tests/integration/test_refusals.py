@@ -1,0 +1,45 @@
+"""The operator refuses what `tokenfleet plan` refuses, naming the YAML field (kmock)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kmock_cluster import Cluster
+from operator_harness import StartOperator, eventually
+from test_operator import condition, create, example, owned
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "fragment"),
+    [
+        ("future-engine", {"engine": {"version": "99.0"}},
+         "spec.engine.version=99.0: is newer than any vllm release"),
+        ("awq-on-bf16", {"model": {"quantization": "awq"}},
+         "spec.model.quantization=awq: does not match the checkpoint"),
+        ("bad-tp", {"gpu": {"tensorParallelSize": 3}},
+         "spec.gpu.tensorParallelSize=3: tensor-parallel size does not divide"),
+    ],
+)  # fmt: skip
+async def test_refused_with_the_spec_field(
+    cluster: Cluster,
+    start_operator: StartOperator,
+    name: str,
+    change: dict[str, Any],
+    fragment: str,
+) -> None:
+    await start_operator()
+    body = example("llama-3.1-8b-l4.yaml")
+    body["metadata"]["name"] = name
+    for section, values in change.items():
+        body["spec"].setdefault(section, {}).update(values)
+    body["spec"]["gpu"].pop("count", None)
+    await create(cluster, body)
+    degraded = await eventually(
+        lambda: (c := condition(cluster, name, "Degraded")).get("status") == "True" and c,
+        what="Degraded=True",
+    )
+    assert degraded["reason"] == "PlanFailed"
+    assert fragment in degraded["message"], degraded["message"]
+    assert " --" not in degraded["message"]  # no CLI flag in a YAML user's status
+    assert owned(cluster) == []
