@@ -27,7 +27,7 @@ from tokenfleet.autoscale.fleetsim_policies import (
     keda,
     needed_replicas,
 )
-from tokenfleet.autoscale.fleetsim_replica import FastReplica, FleetRequest
+from tokenfleet.autoscale.fleetsim_replica import FleetRequest
 from tokenfleet.autoscale.fleetsim_traces import Trace
 from tokenfleet.autoscale.types import FleetState
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
@@ -35,7 +35,8 @@ from tokenfleet.sim.scheduler import SchedulerConfig
 
 POLICIES = ("tokenfleet", "keda", "hpa", "static", "oracle")
 ORACLE_BUCKET_S = 60.0  # the oracle and the static provision plan per minute of load
-CAPACITY_PROBE_S = 600.0  # length of each one-replica run when measuring capacity
+CAPACITY_PROBE_S = 600.0  # length of each run when measuring capacity
+CAPACITY_FLEET = 8  # replicas in that run: about the fleets the built-in traces need
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class SimOptions:
     capacity_error: float = 1.0
     min_replicas: int = 1
     max_replicas: int | None = None  # default: twice the static peak provision
+    target_utilization: float | None = None  # default: the operator's (spec.autoscaling)
     seed: int = 0
 
 
@@ -174,6 +176,11 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
                 "minReplicas": options.min_replicas,
                 "maxReplicas": hi,
                 "intervalSeconds": 15,
+                **(
+                    {"targetUtilization": options.target_utilization}
+                    if options.target_utilization
+                    else {}
+                ),
             },
         }
     )
@@ -181,32 +188,34 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
 
 
 def measure_capacity(shape: ReplicaShape, trace: Trace, options: SimOptions) -> float:
-    """The highest Poisson rate one modelled replica serves at the SLO attainment target,
-    with request sizes drawn from the trace (bisection, seeded)."""
+    """The highest Poisson rate per replica that a warm fleet of CAPACITY_FLEET replicas,
+    behind the same router, serves at the SLO attainment target, with request sizes drawn
+    from the trace (bisection, seeded). A fleet, not one replica: routing pools the
+    variance, and the oracle must be a lower bound for fleets of that size."""
     sizes = [(r.prompt, r.output) for r in trace.requests]
 
     def attained(rate: float) -> bool:
         rng = random.Random(f"capacity:{options.seed}")
-        replica = FastReplica(shape.config, shape.timer)
+        fleet = Fleet(shape, 0.0, options.seed)
+        fleet.start(CAPACITY_FLEET, 0.0, warm=True)
         requests: list[FleetRequest] = []
         t = 0.0
         while True:
-            t += rng.expovariate(rate)
+            t += rng.expovariate(rate * CAPACITY_FLEET)
             if t >= CAPACITY_PROBE_S:
                 break
             prompt, output = rng.choice(sizes)
             request = FleetRequest(t, prompt, output)
-            replica.advance(t)
-            replica.add(request)
+            fleet.route(request, t)
             requests.append(request)
-        replica.drain()
+        fleet.finish(CAPACITY_PROBE_S)
         counted = [r for r in requests if r.arrival >= 60.0] or requests  # skip the warm-up
         return _good_fraction(counted, options) >= options.attainment
 
     lo, hi = 0.0, 1.0
     while attained(hi) and hi < 1e4:
         lo, hi = hi, hi * 2
-    for _ in range(14):
+    for _ in range(12):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if attained(mid) else (lo, mid)
     return max(lo, 1e-3)
