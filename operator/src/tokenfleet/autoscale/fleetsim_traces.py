@@ -133,7 +133,7 @@ def load_csv(path: str | Path) -> Trace:
     if not rows:
         raise PlanError("--trace", str(path), "has no requests", "give a CSV with at least one row")
     start = min(r[0] for r in rows)
-    requests = sorted(TraceRequest(t - start, p, o) for t, p, o in rows)
+    requests = sorted((TraceRequest(t - start, p, o) for t, p, o in rows), key=lambda r: r.at)
     duration = max(r.at for r in requests) + 1.0
     return Trace(file.name, tuple(requests), duration)
 
