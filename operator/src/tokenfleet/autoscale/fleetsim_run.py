@@ -35,7 +35,7 @@ from tokenfleet.sim.scheduler import SchedulerConfig
 
 POLICIES = ("tokenfleet", "keda", "hpa", "static", "oracle")
 ORACLE_BUCKET_S = 60.0  # the oracle and the static provision plan per minute of load
-CAPACITY_PROBE_S = 600.0  # length of each run when measuring capacity
+CAPACITY_PROBE_S = 300.0  # length of each run when measuring capacity
 CAPACITY_FLEET = 8  # replicas in that run: about the fleets the built-in traces need
 
 
@@ -215,7 +215,7 @@ def measure_capacity(shape: ReplicaShape, trace: Trace, options: SimOptions) -> 
     lo, hi = 0.0, 1.0
     while attained(hi) and hi < 1e4:
         lo, hi = hi, hi * 2
-    for _ in range(12):
+    for _ in range(8):  # a bracket of 2x split 8 times: 0.4% resolution
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if attained(mid) else (lo, mid)
     return max(lo, 1e-3)
