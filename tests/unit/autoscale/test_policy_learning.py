@@ -15,11 +15,13 @@ NOW = 1000.0
 
 
 def settled(observed: float | None = None, ready: int = 4) -> History:
-    """A fleet whose ready count has not changed for longer than the settle time."""
+    """A fleet observed on trusted data for longer than the signals' window, whose ready
+    count has not changed in it."""
     return History(
         capacity=CapacityEstimate(predicted=CAPACITY, observed=observed),
         last_ready=ready,
         ready_changed_at=NOW - DEFAULTS.learn_settle_seconds - 1,
+        trusted_since=NOW - DEFAULTS.learn_settle_seconds - 1,
     )
 
 
@@ -65,16 +67,29 @@ def test_the_bound_case_is_really_bounded() -> None:
     assert d.history.capacity == CapacityEstimate(predicted=CAPACITY, observed=8.0)
 
 
-@pytest.mark.parametrize(
-    ("name", "history", "current"),
-    [
-        ("ready count just changed", replace(settled(), ready_changed_at=NOW - 10), fleet(4)),
-        ("ready count differs from last time", settled(ready=3), fleet(4)),
-    ],
-)
-def test_no_learning_on_an_unsettled_fleet(name: str, history: History, current: object) -> None:
-    d = decide(spec(), current, signals(NOW, 4, 36.0, 0.8, 0.95), history, NOW)  # type: ignore[arg-type]
-    assert d.history.capacity is not None and d.history.capacity.observed is None, name
+def test_no_learning_in_the_first_window_after_a_start_or_a_hold() -> None:
+    """The signals describe the last minute; before a minute of trusted data, it is not ours."""
+    fresh = replace(settled(), trusted_since=None)
+    d = decide(spec(), fleet(4), signals(NOW, 4, 36.0, 0.8, 0.95), fresh, NOW)
+    assert d.history.capacity is not None and d.history.capacity.observed is None
+    later = decide(spec(), fleet(4), signals(NOW + 30, 4, 36.0, 0.8, 0.95), d.history, NOW + 30)
+    assert later.history.capacity is not None and later.history.capacity.observed is None
+
+
+def test_a_breach_is_charged_to_the_fewest_replicas_of_the_window() -> None:
+    """Replicas went 2 -> 4 inside the window: the breach happened at up to 36/2 = 18 per
+    replica, above belief, so it says nothing (36/4 = 9 would wrongly lower capacity)."""
+    grew = replace(settled(ready=2), ready_samples=((NOW - 30, 2),))
+    d = decide(spec(), fleet(4), signals(NOW, 4, 36.0, 0.8, 0.95), grew, NOW)
+    assert d.history.capacity is not None and d.history.capacity.observed is None
+
+
+def test_a_success_is_charged_to_the_most_replicas_of_the_window() -> None:
+    """Replicas went 8 -> 4 inside the window: held at 44 req/s proves 44/8 = 5.5 per
+    replica at least, not 11."""
+    shrank = replace(settled(ready=8), ready_samples=((NOW - 30, 8),))
+    d = decide(spec(), fleet(4), signals(NOW, 4, 44.0, 0.3, 1.0), shrank, NOW)
+    assert d.history.capacity is not None and d.history.capacity.observed is None
 
 
 def test_replicas_starting_do_not_block_learning_from_the_ready_ones() -> None:

@@ -250,3 +250,31 @@ def test_no_scale_down_while_panicking() -> None:
         spec(scaleDownStabilizationSeconds=0), calm, signals(NOW + 75, 4, 0.0), d2.history, NOW + 75
     )
     assert d3.desired == 2 and not d3.panic  # halved (AIBrix: down /2)
+
+
+def test_no_scale_down_while_the_slo_is_not_met() -> None:
+    """Load says 3 replicas, but the SLO is missed now (attainment 0.985): keep them."""
+    h = History(capacity=first_history().capacity, trusted_since=NOW - 600)
+    d = decide(
+        spec(scaleDownStabilizationSeconds=0), fleet(6), signals(NOW, 6, 20.0, 0.3, 0.985), h, NOW
+    )
+    assert (d.desired, d.held) == (6, "Stabilizing") and "SLO is not met" in d.reason
+
+
+def test_a_rising_load_is_forecast_one_cold_start_ahead() -> None:
+    """A steady ramp of 0.1 req/s per second: the feed-forward sizes for the load 120 s on."""
+    ramp = [(20.0 + 1.5 * i, 0.1, 1.0) for i in range(13)]  # +1.5 req/s every 15 s
+    decisions = run_sequence(spec(maxReplicas=40), fleet(8), ramp)
+    last = decisions[-1].details
+    assert last["forecast"] == pytest.approx(last["demand"] + 0.1 * DEFAULTS.forecast_seconds)
+    assert last["feedforward"] == -(-last["forecast"] // 8)
+
+
+def test_demand_counts_the_requests_that_queue() -> None:
+    """A saturated fleet finishes 20 req/s while 150 more requests pile up in 15 s: the
+    load is 30 req/s, and the feed-forward sizes for that."""
+    h = History(capacity=first_history().capacity, last_in_flight=(NOW - 15, 100.0))
+    sig = signals(NOW, 2, 20.0, 0.3, 1.0, running_per_replica=100.0, waiting_per_replica=25.0)
+    d = decide(spec(), fleet(2), sig, h, NOW)
+    assert d.details["demand"] == pytest.approx(20.0 + (250.0 - 100.0) / 15)
+    assert d.details["feedforward"] == 4

@@ -81,8 +81,9 @@ class PolicyParams:
     models with the image on the node (reference/autoscaling.md), 2 minutes in Dynamo's
     replay study where reactive scaling collapsed."""
     learn_settle_seconds: float = 60.0
-    """Learn capacity only once the ready count has not changed for a full 1-minute rate
-    window (the window the signals are computed over), so old breaches do not count."""
+    """The signals' window (rate(...[1m])): windowed TTFT / attainment describe the fleet of
+    the last minute, so learning charges them to its fewest / most ready replicas, and SLO
+    breaches are not acted on for a minute after replicas became ready."""
     learn_up_factor: float = 1.25
     """Capacity may rise at most x1.25 per decision (AIBrix-style rate limit, gentler)."""
     learn_down_factor: float = 0.8
@@ -133,10 +134,11 @@ def decide(
     params: PolicyParams = DEFAULTS,
 ) -> Decision:
     """The replicas to run from `now` on, why, and the History to pass next time."""
-    history = _track_ready(history, current, now)
+    history = _track_ready(history, current, now, params)
     hold = _hold_reason(current, signals, now, params)
     if hold is not None or signals is None:
-        return _hold(current, replace(history, trusted_since=None), hold or "PrometheusDown")
+        history = replace(_note_ready(history, current, now), trusted_since=None)
+        return _hold(current, history, hold or "PrometheusDown")
     if history.trusted_since is None:
         history = replace(history, trusted_since=now)
 
@@ -145,7 +147,7 @@ def decide(
     rate = signals.request_rate or 0.0
     demand, history = _demand(signals, history, now, params)
     capacity = _learn(spec, current, signals, history, a, demand, now, params)
-    history = replace(history, capacity=capacity)
+    history = replace(_note_ready(history, current, now), capacity=capacity)
     details: dict[str, float] = {"capacity": round(capacity.effective, 4)}
     details["demand"] = round(demand, 4)
     slope, history = _trend(rate, history, now, params)
@@ -198,8 +200,14 @@ def decide(
     # all of them could not serve orders more (the SLO signals lag the starting replicas).
     at_full = math.ceil(demand / capacity.effective - 1e-9) if capacity.effective > 0 else 0
     outgrown = at_full > current.desired
+    # Dynamo's load planner removes a replica only if the rest stay well inside the SLA:
+    # no scale-down while the SLO is not met now, whatever the load says.
+    slo_met = not (
+        (a.ttft_ratio is not None and a.ttft_ratio > 1)
+        or (a.attainment is not None and a.attainment < spec.slo.attainment)
+    )
     desired, held, why = _apply_rate_limits(
-        spec, current, history, bounded, panicking, outgrown, now, params
+        spec, current, history, bounded, panicking, outgrown, slo_met, now, params
     )
     desired = min(max(desired, lo), hi)  # bounds win over every other rule
     if desired > current.desired:
@@ -311,7 +319,17 @@ def _window_covers_fleet(history: History, now: float, params: PolicyParams) -> 
     return grew is None or now - grew >= params.learn_settle_seconds
 
 
-def _track_ready(history: History, current: FleetState, now: float) -> History:
+def _track_ready(
+    history: History, current: FleetState, now: float, params: PolicyParams
+) -> History:
+    """Remember the ready counts of the window (for _learn); the last_ready bookkeeping is
+    updated after learning, so the previous count still counts this time."""
+    window = now - params.learn_settle_seconds
+    samples = (*(p for p in history.ready_samples if p[0] > window), (now, current.ready))
+    return replace(history, ready_samples=samples)
+
+
+def _note_ready(history: History, current: FleetState, now: float) -> History:
     if history.last_ready != current.ready:
         grew = history.last_ready is not None and current.ready > history.last_ready
         return replace(
@@ -392,15 +410,19 @@ def _learn(
     cap = history.capacity
     if cap is None or cap.predicted <= 0:
         return cap or CapacityEstimate(predicted=0.0)
-    # Replicas still starting serve nothing: the ready ones' load is what the signals show.
-    settled = (
-        current.ready > 0
-        and history.ready_changed_at is not None
-        and now - history.ready_changed_at >= params.learn_settle_seconds
-    )
+    # The signals cover the last window: charge a breach to the fewest replicas that were
+    # ready in it (the highest load per replica) and a success to the most (the lowest), so
+    # a fleet that just grew or shrank cannot make the estimate optimistic. Replicas still
+    # starting serve nothing and do not count.
+    window = now - params.learn_settle_seconds
+    counts = [n for t, n in history.ready_samples if t > window] + [current.ready]
+    if history.last_ready is not None:
+        counts.append(history.last_ready)
+    fewest, most = min(counts), max(counts)
     rate = s.request_rate
-    if not settled or rate is None or rate <= 0:
-        return cap
+    observed_window = history.trusted_since is not None and history.trusted_since <= window
+    if not observed_window or fewest <= 0 or rate is None or rate <= 0:
+        return cap  # the first minute after a start or a hold: the window is not ours yet
     eff = cap.effective
     target_util = spec.autoscaling.target_utilization
     target: float | None = None
@@ -409,17 +431,17 @@ def _learn(
         # that says nothing about capacity. Otherwise capacity <= the load that broke it
         # (arrivals, which a saturated fleet's finish rate understates).
         recovering = demand < rate * params.learn_recovering_ratio
-        r = max(demand, rate) / current.ready
+        r = max(demand, rate) / fewest
         if not recovering and r * params.learn_break_margin < eff:
             target = r * params.learn_break_margin
     elif a.attainment is not None and a.attainment < spec.slo.attainment:
         # Burning the error budget without a clear breach, below the believed capacity:
         # nudge down; the misses may be load-independent (a long prompt), so no jump to r.
-        if rate / current.ready < eff:
+        if rate / most < eff:
             budgets = (1 - a.attainment) / max(1 - spec.slo.attainment, 1e-6)
             target = eff * (1 - params.learn_nudge_down * budgets)
     else:
-        r = min(demand, rate) / current.ready
+        r = min(demand, rate) / most
         if r > eff:  # held above what we believed: capacity >= r
             target = r
         elif a.comfortable and r >= eff * target_util * params.learn_probe_utilization:
@@ -440,6 +462,7 @@ def _apply_rate_limits(
     bounded: int,
     panicking: bool,
     outgrown: bool,
+    slo_met: bool,
     now: float,
     params: PolicyParams,
 ) -> tuple[int, HoldReason | None, str]:
@@ -473,6 +496,8 @@ def _apply_rate_limits(
     if bounded < desired:
         if panicking:
             return desired, None, "no scale-down while panicking"
+        if not slo_met:
+            return desired, "Stabilizing", "no scale-down while the SLO is not met"
         target = max(down_recs)  # the highest recommendation of the down window
         if target >= desired:
             return desired, "Stabilizing", "scale-down waits for the stabilization window"
