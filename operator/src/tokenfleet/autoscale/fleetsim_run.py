@@ -21,6 +21,7 @@ from tokenfleet.autoscale.fleetsim_policies import (
     Autoscaler,
     FleetView,
     Oracle,
+    Reactive,
     Static,
     Tokenfleet,
     hpa,
@@ -33,7 +34,7 @@ from tokenfleet.autoscale.types import FleetState
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
 from tokenfleet.sim.scheduler import SchedulerConfig
 
-POLICIES = ("tokenfleet", "keda", "hpa", "static", "oracle")
+POLICIES = ("tokenfleet", "keda", "hpa", "static", "reactive", "oracle")
 ORACLE_BUCKET_S = 60.0  # the oracle and the static provision plan per minute of load
 CAPACITY_PROBE_S = 300.0  # length of each run when measuring capacity
 CAPACITY_FLEET = 8  # replicas in that run: about the fleets the built-in traces need
@@ -248,6 +249,8 @@ def make_autoscaler(name: str, setup: Setup) -> Autoscaler:
         return Static(setup.static_replicas)
     if name == "oracle":
         return oracle
+    if name == "reactive":
+        return Reactive(setup.need, ORACLE_BUCKET_S, o.cold_start)
     raise PlanError("--policy", name, "is not a policy", f"use one of {', '.join(POLICIES)} or all")
 
 
