@@ -11,8 +11,9 @@ How a decision is made, in order:
 2. Demand: finished req/s plus the change of requests in flight (a saturated fleet hides
    the load that queues), forecast along its trend to when replicas ordered now will serve.
 3. Learn the per-replica capacity (req/s within the SLO) from what the fleet shows: the SLO
-   broke at r req/s per replica -> capacity < r; it held at r -> capacity >= r; bounded per
-   decision and overall, charged to the fewest / most replicas ready in the signals' window.
+   broke at r req/s per replica -> capacity < r; it held at r -> capacity >= r; it held
+   only just, well below the operating point -> nudged down; bounded per decision and
+   overall, charged to the fewest / most replicas ready in the signals' window.
 4. Recommend: the feed-forward estimate demand / (capacity x targetUtilization), raised by
    target tracking on the SLO signal when it is breached (TTFT quantile over ttftMs, SLO
    attainment under target, requests queueing). Breaches act on the replicas that are
