@@ -233,6 +233,17 @@ def test_panic_jumps_past_the_step_limit_and_past_starting_replicas() -> None:
     assert d.history.panic_until == NOW + DEFAULTS.panic_hold_seconds
 
 
+def test_panic_does_not_cascade_past_starting_replicas_that_cover_the_load() -> None:
+    """3 ready + 1 starting, TTFT 3x from a backlog, 20 req/s (2 replicas' worth at full
+    utilisation): the TTFT asks x2 of the ready (6), but the replicas already ordered cover
+    the load; the backlog, not missing capacity, is what TTFT shows. Wait for them."""
+    d = decide(spec(), fleet(4, ready=3), signals(NOW, 3, 20.0, 1.5), first_history(), NOW)
+    assert d.panic and d.desired == 4 and d.held == "ReplicasStarting"
+    # the same breach with the load outgrowing even the starting replicas: jump
+    d = decide(spec(), fleet(4, ready=3), signals(NOW, 3, 60.0, 1.5), first_history(), NOW)
+    assert d.panic and d.desired == 8 and d.held is None
+
+
 def test_panic_on_attainment_far_below_target() -> None:
     d = decide(spec(), fleet(2), signals(NOW, 2, 10.0, 0.4, 0.5), first_history(), NOW)
     assert d.panic and d.desired == 4 and d.driver == "attainment"  # 0.99 / 0.5 -> 2x
