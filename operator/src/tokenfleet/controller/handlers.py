@@ -262,8 +262,9 @@ def _watch_owned(
         if not owner:
             return
         rv = str(body.get("metadata", {}).get("resourceVersion", ""))
-        if event.get("type") != "DELETED" and reconciler.is_own_echo(
-            kind, namespace or "", name, rv
-        ):
+        if event.get("type") == "DELETED":
+            # A namesake may be created next: check ownership again before writing the name.
+            reconciler.forget_object(kind, namespace or "", name)
+        elif reconciler.is_own_echo(kind, namespace or "", name, rv):
             return
         drift.fire(namespace or "", owner)

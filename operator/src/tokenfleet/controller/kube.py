@@ -148,17 +148,60 @@ class KubeClient:
             raise _api_error(response, what or f"{method} {path}")
         return dict(response.json()) if response.content else {}
 
-    async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        """Server-side apply: create or update to exactly these fields, owned by tokenfleet."""
+    async def apply(self, manifest: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply: create or update to exactly these fields, owned by tokenfleet.
+
+        dry_run: the apiserver validates (schema, admission webhooks) and stores nothing.
+        """
         meta = manifest["metadata"]
+        params = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        if dry_run:
+            params["dryRun"] = "All"
         return await self.request(
             "PATCH",
             manifest_path(manifest),
-            params={"fieldManager": FIELD_MANAGER, "force": "true"},
+            params=params,
             body=manifest,
             content_type=APPLY_CONTENT_TYPE,
-            what=f"apply {manifest['kind']} {meta.get('namespace')}/{meta['name']}",
+            what=f"{'dry-run ' if dry_run else ''}apply {manifest['kind']} "
+            f"{meta.get('namespace')}/{meta['name']}",
         )
+
+    async def list(
+        self, api_version: str, kind: str, namespace: str, label_selector: str
+    ) -> list[dict[str, Any]]:
+        """Objects of a kind in a namespace matching a label selector (empty if not served)."""
+        try:
+            listing = await self.request(
+                "GET",
+                object_path(api_version, plural_of(kind), namespace),
+                params={"labelSelector": label_selector},
+                what=f"list {kind} in {namespace}",
+            )
+        except ApiError as error:
+            if error.status == 404:
+                return []
+            raise
+        items = [dict(item) for item in listing.get("items") or []]
+        for item in items:  # list items carry no kind / apiVersion of their own
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", api_version)
+        return items
+
+    async def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, uid: str
+    ) -> None:
+        """Delete this exact object (a uid precondition: never a namesake created since)."""
+        try:
+            await self.request(
+                "DELETE",
+                object_path(api_version, plural_of(kind), namespace, name),
+                body={"preconditions": {"uid": uid}, "propagationPolicy": "Background"},
+                what=f"delete {kind} {namespace}/{name}",
+            )
+        except ApiError as error:
+            if error.status not in (404, 409):  # gone already, or a namesake: leave it
+                raise
 
     async def get(
         self, api_version: str, kind: str, namespace: str | None, name: str

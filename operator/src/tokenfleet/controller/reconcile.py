@@ -18,6 +18,7 @@ from typing import Any
 
 import kopf
 
+from tokenfleet.controller import ownership
 from tokenfleet.controller import status as st
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
@@ -80,6 +81,13 @@ class Reconciler:
         self._locks.pop((namespace, name), None)
         for key in self._owned_keys.pop((namespace, name), set()):
             self.written.pop(key, None)
+
+    def forget_object(self, kind: str, namespace: str, name: str) -> None:
+        """An owned object was deleted: its name must be checked again before a write."""
+        key = (kind, namespace, name)
+        self.written.pop(key, None)
+        for keys in self._owned_keys.values():
+            keys.discard(key)
 
     def is_own_echo(self, kind: str, namespace: str, name: str, resource_version: str) -> bool:
         return self.written.get((kind, namespace, name)) == resource_version
@@ -212,6 +220,10 @@ class Reconciler:
             raise Refused("LeaderWorkerSetMissing", LWS_INSTALL, planned)
 
         owned = [own(m, body) for m in manifests]
+        known = self._owned_keys.get((namespace, name), set())
+        taken = await ownership.conflicts(self.kube, owned, body, known)
+        if taken:
+            raise Refused("NameConflict", "; ".join(taken), planned)
         applied: list[dict[str, Any]] = []
         for manifest in owned:
             key = (manifest["kind"], namespace, manifest["metadata"]["name"])
