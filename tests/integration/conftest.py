@@ -49,6 +49,7 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
         *,
         peering: str | None = None,
         priority: int = 0,
+        step_seconds: float | None = None,
         **options: Any,
     ) -> RunningOperator:
         credentials = Credentials()
@@ -57,6 +58,8 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
             Metrics(),
             pipeline or Pipeline.default(),
         )
+        if step_seconds is not None:
+            reconciler.step_seconds = step_seconds
         registry = build_registry(reconciler, credentials, Options(**options))
         handle = RunningOperator(reconciler, registry, peering, priority)
         running.append(handle)

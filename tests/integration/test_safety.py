@@ -6,11 +6,14 @@ one numbered item of the issue. States are polled for, never timed.
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from typing import Any
 
 from kmock_cluster import Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
 from test_operator import (
+    DEPLOYMENTS,
     LLMS_PATH,
     SERVICES,
     condition,
@@ -19,6 +22,8 @@ from test_operator import (
     llms,
     owned,
 )
+
+from tokenfleet.controller.reconcile import Pipeline
 
 NAME = "llama-3-1-8b"
 
@@ -67,3 +72,55 @@ async def test_a_namesake_is_never_taken_over(
     assert response.status < 300
     await eventually(lambda: not llms(cluster, NAME), what="the LLMService gone")
     assert cluster.get(SERVICES, NAMESPACE, NAME) == before
+
+
+# --- 2. bounded, off-loop planning ---------------------------------------------------------
+
+
+def inline_config(name: str, **config: Any) -> dict[str, Any]:
+    body = example("finetune-inline-config.yaml")
+    body["metadata"]["name"] = name
+    body["spec"]["model"]["config"].update(config)
+    return body
+
+
+async def test_an_absurd_architecture_is_refused_and_stalls_nobody(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    # 1e8 layers held the event loop for over a minute per reconcile before the bounds.
+    await create(cluster, inline_config("deep", num_hidden_layers=100_000_000))
+    await create(cluster, inline_config("wide", num_attention_heads=-4, head_dim="x"))
+    await create(cluster, example("llama-3.1-8b-l4.yaml"))
+
+    await eventually(lambda: cluster.get(DEPLOYMENTS, NAMESPACE, NAME), what="the good Deployment")
+    deep = await wait_degraded(cluster, "deep", "PlanFailed")
+    assert "num_hidden_layers" in deep["message"] and "1 to 1024" in deep["message"]
+    wide = await wait_degraded(cluster, "wide", "PlanFailed")
+    assert "num_attention_heads" in wide["message"]
+    assert not cluster.get(DEPLOYMENTS, NAMESPACE, "deep")
+    assert not cluster.get(DEPLOYMENTS, NAMESPACE, "wide")
+
+
+async def test_a_plan_past_its_time_limit_is_abandoned_and_stalls_nobody(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    release = threading.Event()
+    pipeline = Pipeline.default()
+    real_plan = pipeline.plan
+
+    def plan(request: Any) -> Any:
+        if request.arch.name == "acme/llama-3.1-8b-support-ft":
+            release.wait(60)  # a plan that never ends (on its worker thread)
+        return real_plan(request)
+
+    await start_operator(dataclasses.replace(pipeline, plan=plan), step_seconds=0.5)
+    try:
+        await create(cluster, inline_config("stuck"))
+        await create(cluster, example("llama-3.1-8b-l4.yaml"))
+        await eventually(lambda: cluster.get(DEPLOYMENTS, NAMESPACE, NAME), what="the good one")
+        stuck = await wait_degraded(cluster, "stuck", "PlanFailed")
+        assert "longer than" in stuck["message"] and "spec.model.config" in stuck["message"]
+        assert not cluster.get(DEPLOYMENTS, NAMESPACE, "stuck")
+    finally:
+        release.set()

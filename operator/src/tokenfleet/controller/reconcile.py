@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -34,6 +34,10 @@ LWS_INSTALL = (
     "https://github.com/kubernetes-sigs/lws/releases/latest/download/manifests.yaml)"
 )
 WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
+# Time limit of one plan or render: a bounded spec plans in milliseconds (a 405B
+# multi-node plan in under 0.1 s on one core), so 10 s is two orders of margin.
+STEP_SECONDS = 10.0
+T = TypeVar("T")
 # Backoff for conflicts and apiserver errors, by kopf's retry count of the handler.
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
@@ -69,6 +73,7 @@ class Reconciler:
     kube: KubeClient
     metrics: Metrics
     pipeline: Pipeline = field(default_factory=Pipeline.default)
+    step_seconds: float = STEP_SECONDS  # time limit of plan and of render (off_loop)
     # resourceVersion we last wrote per owned object: events carrying it are our own echo.
     written: dict[tuple[str, str, str], str] = field(default_factory=dict)
     _owned_keys: dict[tuple[str, str], set[tuple[str, str, str]]] = field(default_factory=dict)
@@ -190,8 +195,9 @@ class Reconciler:
             raise Refused("InvalidSpec", _one_line(error)) from error
         config = await self._model_config(config_map_ref(service), namespace)
         try:
-            request = steps.to_plan_request(service, config)
-            plan = steps.plan(request)
+            plan = await off_loop(
+                lambda: steps.plan(steps.to_plan_request(service, config)), self.step_seconds
+            )
         except Exception as error:
             self.metrics.plans.labels("failed").inc()
             message = _one_line(error)
@@ -211,8 +217,11 @@ class Reconciler:
                 planned,
             )
         try:
-            manifests = steps.render(
-                service, plan, monitoring_available=monitoring, lws_available=lws
+            manifests = await off_loop(
+                lambda: steps.render(
+                    service, plan, monitoring_available=monitoring, lws_available=lws
+                ),
+                self.step_seconds,
             )
         except Exception as error:
             raise Refused("RenderFailed", _one_line(error), planned) from error
@@ -298,6 +307,28 @@ class Reconciler:
                 _post(kopf.info, body, "Ready", cond["message"])
         if new.get("phase") != "Degraded" and previous.get("observedGeneration") != gen:
             _post(kopf.info, body, "Applied", f"generation {gen} applied")
+
+
+class TooSlow(Exception):
+    """A pure step ran past its time limit (a spec that slipped past the bounds)."""
+
+
+async def off_loop(step: Callable[[], T], limit: float | None = None) -> T:
+    """Run a pure, CPU-bound step (plan, render) on a worker thread with a time limit.
+
+    On the event loop, a slow step would stall every other LLMService, kopf's watches and
+    /healthz. A thread cannot be killed: one that overruns keeps running in the background
+    (bounded architecture fields make that a safety net, not a path), but the reconcile
+    answers at once.
+    """
+    limit = STEP_SECONDS if limit is None else limit
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(step), limit)
+    except TimeoutError as error:
+        raise TooSlow(
+            f"sizing and rendering this spec took longer than {limit:.0f}s and was abandoned; "
+            "check spec.model.config for implausible sizes (layers, heads, vocab)"
+        ) from error
 
 
 def autoscaling_condition(service: Any, body: Mapping[str, Any]) -> st.Condition | None:
