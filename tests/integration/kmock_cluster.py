@@ -202,10 +202,14 @@ class Cluster(KubernetesEmulator):
         return response
 
     async def _serve_list(self, request: Any) -> Any:
+        selector = _label_selector(request.params.get("labelSelector") or "")
         items = [
             obj.raw
             for (res, ns, _), obj in self.objects.items()
-            if res == request.resource and not obj.deleted and request.namespace in (None, ns)
+            if res == request.resource
+            and not obj.deleted
+            and request.namespace in (None, ns)
+            and selector.items() <= ((obj.raw.get("metadata") or {}).get("labels") or {}).items()
         ]
         return {"metadata": {"resourceVersion": str(self._last_rv)}, "items": items}
 
@@ -255,6 +259,9 @@ class Cluster(KubernetesEmulator):
         if request.action == action.DELETE:
             if not exists:
                 raise KubernetesError(404, "NotFound", f"{res.plural} {request.name!r} not found")
+            uid = ((data.get("preconditions") if isinstance(data, dict) else None) or {}).get("uid")
+            if uid and uid != self.objects[key].raw.get("metadata", {}).get("uid"):
+                raise KubernetesError(409, "Conflict", f"precondition failed: UID in {uid}")
             return self._delete(key)
         if APPLY in content_type:
             return self._apply(key, data, request.params.get("fieldManager", ""), exists)
@@ -342,6 +349,12 @@ class Cluster(KubernetesEmulator):
         else:
             self.objects[key] = raw
         return key[0], {"type": kind, "object": copy.deepcopy(raw)}
+
+
+def _label_selector(text: str) -> dict[str, str]:
+    """Equality-based label selectors (k=v,k2=v2), the form the operator sends."""
+    pairs = [part.split("=", 1) for part in text.split(",") if "=" in part]
+    return {k.strip().rstrip("="): v.strip() for k, v in pairs}
 
 
 def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:

@@ -10,17 +10,19 @@ import dataclasses
 import threading
 from typing import Any
 
-from kmock_cluster import Cluster
+from kmock_cluster import LWS, Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
 from test_operator import (
     DEPLOYMENTS,
     LLMS_PATH,
+    PVCS,
     SERVICES,
     condition,
     create,
     example,
     llms,
     owned,
+    patch,
 )
 
 from tokenfleet.controller.reconcile import Pipeline
@@ -124,3 +126,76 @@ async def test_a_plan_past_its_time_limit_is_abandoned_and_stalls_nobody(
         assert not cluster.get(DEPLOYMENTS, NAMESPACE, "stuck")
     finally:
         release.set()
+
+
+# --- 3. prune what is no longer rendered ---------------------------------------------------
+
+
+def to_multi_node(body: dict[str, Any]) -> dict[str, Any]:
+    """The spec change that moves a replica from one node to two (a LeaderWorkerSet)."""
+    multi = example("llama-3.1-405b-multinode.yaml")["spec"]
+    model = {**multi["model"], "source": {"huggingFace": None, **multi["model"]["source"]}}
+    return {"spec": {"model": model, "gpu": multi["gpu"], "workload": multi["workload"]}}
+
+
+async def test_moving_to_a_leader_worker_set_removes_the_deployment(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    cluster.install(LWS)
+    await start_operator()
+    body = example("llama-3.1-8b-l4.yaml")
+    await create(cluster, body)
+    await eventually(lambda: cluster.get(DEPLOYMENTS, NAMESPACE, NAME), what="the Deployment")
+    # A namesake Deployment someone else labelled as ours: not owned, so never pruned.
+    decoy = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "decoy", "labels": {"tokenfleet.dev/llmservice": NAME}},
+        "spec": {"replicas": 1},
+    }
+    await create(cluster, decoy, f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments")
+
+    await patch(cluster, f"{LLMS_PATH}/{NAME}", to_multi_node(body))
+    await eventually(lambda: cluster.get(LWS, NAMESPACE, f"{NAME}-lws"), what="the LWS")
+    await eventually(
+        lambda: cluster.get(DEPLOYMENTS, NAMESPACE, NAME) is None, what="the old Deployment gone"
+    )
+    assert cluster.get(DEPLOYMENTS, NAMESPACE, "decoy")  # not ours: untouched
+    assert cluster.get(PVCS, NAMESPACE, f"{NAME}-model-cache")  # still rendered: kept
+
+
+async def test_removing_storage_keeps_the_cache_by_default_and_says_so(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    await create(cluster, example("llama-3.1-8b-l4.yaml"))
+    claim = f"{NAME}-model-cache"
+    await eventually(lambda: cluster.get(PVCS, NAMESPACE, claim), what="the PVC")
+
+    await patch(cluster, f"{LLMS_PATH}/{NAME}", {"spec": {"storage": None}})
+    await eventually(
+        lambda: llms(cluster, NAME).get("status", {}).get("retainedClaims") == [claim],
+        what="status.retainedClaims",
+    )
+    assert cluster.get(PVCS, NAMESPACE, claim)  # kept: the default retain policy
+    deployment = cluster.get(DEPLOYMENTS, NAMESPACE, NAME)
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "model-cache", "emptyDir": {}} in volumes
+
+    # Opt out: storage back with retain false, then removed -> the claim is deleted.
+    await patch(
+        cluster, f"{LLMS_PATH}/{NAME}", {"spec": {"storage": {"size": "50Gi", "retain": False}}}
+    )
+    await eventually(
+        lambda: (
+            cluster.get(PVCS, NAMESPACE, claim)["metadata"]["annotations"]["tokenfleet.dev/retain"]
+            == "false"
+        ),
+        what="the retain policy on the claim",
+    )
+    await eventually(
+        lambda: "retainedClaims" not in llms(cluster, NAME).get("status", {}),
+        what="the note cleared once the claim is rendered again",
+    )
+    await patch(cluster, f"{LLMS_PATH}/{NAME}", {"spec": {"storage": None}})
+    await eventually(lambda: cluster.get(PVCS, NAMESPACE, claim) is None, what="the PVC deleted")

@@ -27,6 +27,9 @@ class StorageSpec(SpecModel):
         "ReadWriteMany"
     )
     """ReadWriteMany lets replicas on different nodes share one cache."""
+    retain: bool = True
+    """Keep the claim (and the downloaded weights) when storage is later removed from the
+    spec; false: the operator deletes it then. Deleting the LLMService always deletes it."""
 
 
 class ResourceList(SpecModel):

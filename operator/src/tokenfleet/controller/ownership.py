@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenfleet.controller.kube import KubeClient
+from tokenfleet.render.storage import RETAIN_ANNOTATION
 
 INSTANCE_LABEL = "tokenfleet.dev/llmservice"
-RETAIN_ANNOTATION = "tokenfleet.dev/retain"
 # (apiVersion, kind) of everything render can produce, in the order they are pruned
 # (workloads first: they hold the GPUs).
 RENDERED_KINDS = (
@@ -102,7 +102,8 @@ async def prune(
         for obj in await kube.list(api_version, kind, namespace, f"{INSTANCE_LABEL}={name}"):
             obj_meta = obj.get("metadata") or {}
             obj_name = str(obj_meta.get("name"))
-            if (kind, obj_name) in keep or not owned_by(obj, uid):
+            mine = (obj_meta.get("labels") or {}).get(INSTANCE_LABEL) == name
+            if (kind, obj_name) in keep or not mine or not owned_by(obj, uid):
                 continue
             if kind == "PersistentVolumeClaim":
                 annotations = obj_meta.get("annotations") or {}

@@ -243,7 +243,16 @@ class Reconciler:
                 corrected.append(f"{key[0]}/{key[2]}")
             applied.append(result)
         logger.debug("applied %d manifests for %s/%s", len(applied), namespace, name)
+        served = {LWS_API: lws, MONITORING_API: monitoring}
+        pruned = await ownership.prune(self.kube, body, owned, served)
+        for deleted in pruned.deleted:
+            kind, _, obj_name = deleted.partition("/")
+            self.forget_object(kind, namespace, obj_name)
+            corrected.append(f"{deleted} (deleted: no longer rendered)")
         observed = _observe(applied, generation, planned, plan, namespace)
+        observed = dataclasses.replace(
+            observed, extra=retained_note(pruned.retained, body.get("status") or {})
+        )
         if autoscaling is not None:
             observed = dataclasses.replace(observed, autoscaling=autoscaling)
         return observed
@@ -329,6 +338,14 @@ async def off_loop(step: Callable[[], T], limit: float | None = None) -> T:
             f"sizing and rendering this spec took longer than {limit:.0f}s and was abandoned; "
             "check spec.model.config for implausible sizes (layers, heads, vocab)"
         ) from error
+
+
+def retained_note(claims: Sequence[str], previous: Mapping[str, Any]) -> dict[str, Any]:
+    """status.retainedClaims: model-cache PVCs kept by spec.storage.retain after storage was
+    removed (they hold storage and weights until someone deletes them). None clears it."""
+    if claims:
+        return {"retainedClaims": sorted(claims)}
+    return {"retainedClaims": None} if previous.get("retainedClaims") else {}
 
 
 def autoscaling_condition(service: Any, body: Mapping[str, Any]) -> st.Condition | None:
