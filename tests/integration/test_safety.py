@@ -199,3 +199,51 @@ async def test_removing_storage_keeps_the_cache_by_default_and_says_so(
     )
     await patch(cluster, f"{LLMS_PATH}/{NAME}", {"spec": {"storage": None}})
     await eventually(lambda: cluster.get(PVCS, NAMESPACE, claim) is None, what="the PVC deleted")
+
+
+# --- 4. nothing half-created --------------------------------------------------------------
+
+
+async def test_a_manifest_the_api_server_refuses_leaves_nothing_behind(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    # An admission webhook refuses the Deployment; the PVC comes first in apply order.
+    message = 'admission webhook "policy.example.com" denied: spec.template.spec.runtimeClassName'
+    cluster.fail("PATCH", r"/deployments/llama-3-1-8b$", 422, message=message, dry_run=True)
+    await start_operator()
+    await create(cluster, example("llama-3.1-8b-l4.yaml"))
+
+    cond = await wait_degraded(cluster, NAME, "ApplyFailed")
+    assert "spec.template.spec.runtimeClassName" in cond["message"]
+    assert owned(cluster) == []  # not even the PVC
+    assert cluster.writes_of("persistentvolumeclaims") == []
+
+
+HOSTILE_VALUES: list[tuple[str, dict[str, Any], str]] = [
+    ("zero-storage", {"storage": {"size": "0"}}, "spec.storage.size"),
+    ("bad-label", {"podTemplate": {"labels": {"team/": "x"}}}, "spec.podTemplate.labels"),
+    ("bad-label-value", {"podTemplate": {"labels": {"team": "a b"}}}, "spec.podTemplate.labels"),
+    ("bad-cpu", {"resources": {"requests": {"cpu": "lots"}}}, "spec.resources.requests.cpu"),
+    ("bad-affinity", {"gpu": {"affinity": {"nodeAfinity": {}}}}, "spec.gpu.affinity"),
+    (
+        "dup-env",
+        {"engine": {"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}},
+        "spec.engine.env",
+    ),
+]
+
+
+async def test_values_the_api_server_would_refuse_are_refused_by_field(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    for name, spec, _ in HOSTILE_VALUES:
+        body = example("llama-3.1-8b-l4.yaml")
+        body["metadata"]["name"] = name
+        for section, value in spec.items():
+            body["spec"][section] = {**(body["spec"].get(section) or {}), **value}
+        await create(cluster, body)
+    for name, _, field in HOSTILE_VALUES:
+        cond = await wait_degraded(cluster, name)
+        assert (cond["reason"], field) == ("InvalidSpec", field) and field in cond["message"]
+    assert owned(cluster) == []

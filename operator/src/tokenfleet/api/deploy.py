@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from tokenfleet.api.base import INT_OR_STRING, SpecModel, section
+from tokenfleet.api.kubevalues import (
+    Annotations,
+    Labels,
+    check_positive_quantity,
+    check_quantity,
+)
 
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 
@@ -31,10 +37,20 @@ class StorageSpec(SpecModel):
     """Keep the claim (and the downloaded weights) when storage is later removed from the
     spec; false: the operator deletes it then. Deleting the LLMService always deletes it."""
 
+    @field_validator("size")
+    @classmethod
+    def _positive_size(cls, value: str) -> str:
+        return str(check_positive_quantity(value))
+
 
 class ResourceList(SpecModel):
     cpu: int | str | None = _quantity("CPU, e.g. 8 or 7500m.")
     memory: int | str | None = _quantity("Memory, e.g. 64Gi.")
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _check(cls, value: int | str | None) -> int | str | None:
+        return None if value is None else check_quantity(value)
 
 
 class ResourcesSpec(SpecModel):
@@ -51,9 +67,9 @@ class LocalObjectReference(SpecModel):
 class PodTemplateSpec(SpecModel):
     """Additions to the engine pods."""
 
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: Labels = Field(default_factory=dict)
     """Extra pod labels (the operator's own labels win)."""
-    annotations: dict[str, str] = Field(default_factory=dict)
+    annotations: Annotations = Field(default_factory=dict)
     """Extra pod annotations."""
     service_account_name: str | None = Field(default=None, max_length=253)
     """Service account of the pods."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from tokenfleet.api.base import FREE_FORM, Rule, SpecModel, cel_rules, check
 
@@ -61,8 +61,15 @@ class EngineSpec(SpecModel):
     default: the planner's newest profile for kind. Set it when you set image."""
     args: list[str] = Field(default_factory=list, max_length=128)
     """Extra command-line arguments appended after the planned ones (they win)."""
-    env: list[EnvVar] = Field(default_factory=list, max_length=128)
-    """Extra environment variables of the engine container."""
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=128,
+        # A map keyed by name, as in a Pod: server-side apply merges it by name, and the
+        # API server refuses duplicate names at `kubectl apply` (a real one answered 500
+        # to the Deployment that carried them).
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Extra environment variables of the engine container (names unique)."""
     prefix_caching: bool = True
     """Automatic prefix caching (reuse of KV blocks across requests with a common prefix)."""
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
@@ -76,6 +83,15 @@ class EngineSpec(SpecModel):
     speculative: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
     """Speculative decoding config, passed through to the engine
     (vLLM --speculative-config JSON; SGLang --speculative-* flags)."""
+
+    @field_validator("env")
+    @classmethod
+    def _unique_env(cls, env: list[EnvVar]) -> list[EnvVar]:
+        names = [e.name for e in env]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"duplicate env names {twice}; keep one entry per name")
+        return env
 
     def image_for(self, version: str) -> str:
         """The image to run, given the engine version the plan was made for."""

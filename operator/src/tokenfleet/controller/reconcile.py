@@ -78,12 +78,15 @@ class Reconciler:
     written: dict[tuple[str, str, str], str] = field(default_factory=dict)
     _owned_keys: dict[tuple[str, str], set[tuple[str, str, str]]] = field(default_factory=dict)
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+    # generation whose manifests passed a server-side dry-run, per LLMService
+    _verified: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self._locks.setdefault((namespace, name), asyncio.Lock())
 
     def forget(self, namespace: str, name: str) -> None:
         self._locks.pop((namespace, name), None)
+        self._verified.pop((namespace, name), None)
         for key in self._owned_keys.pop((namespace, name), set()):
             self.written.pop(key, None)
 
@@ -233,6 +236,12 @@ class Reconciler:
         taken = await ownership.conflicts(self.kube, owned, body, known)
         if taken:
             raise Refused("NameConflict", "; ".join(taken), planned)
+        if self._verified.get((namespace, name)) != generation:
+            # Nothing half-created: the API server (schema, admission webhooks, quotas)
+            # sees every manifest of a new generation before the first one is written.
+            for manifest in owned:
+                await self.kube.apply(manifest, dry_run=True)
+            self._verified[(namespace, name)] = generation
         applied: list[dict[str, Any]] = []
         for manifest in owned:
             key = (manifest["kind"], namespace, manifest["metadata"]["name"])
