@@ -17,7 +17,7 @@ from kmock import Server
 from kmock_cluster import Cluster
 from operator_harness import NAMESPACE, RunningOperator, StartOperator, kubeconfig_for
 
-from tokenfleet.controller.handlers import Credentials, Options, build_registry
+from tokenfleet.controller.handlers import Credentials, Drift, Options, build_registry
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.reconcile import Pipeline, Reconciler
@@ -60,8 +60,11 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
         )
         if step_seconds is not None:
             reconciler.step_seconds = step_seconds
-        registry = build_registry(reconciler, credentials, Options(**options))
+        opts = Options(**options)
+        drift = Drift(reconciler, opts.resync_seconds, opts.recheck_seconds)
+        registry = build_registry(reconciler, credentials, opts, drift)
         handle = RunningOperator(reconciler, registry, peering, priority)
+        handle.drift = drift
         running.append(handle)
         await handle.start()
         return handle

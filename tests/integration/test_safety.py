@@ -247,3 +247,23 @@ async def test_values_the_api_server_would_refuse_are_refused_by_field(
         cond = await wait_degraded(cluster, name)
         assert (cond["reason"], field) == ("InvalidSpec", field) and field in cond["message"]
     assert owned(cluster) == []
+
+
+# --- 6. one recheck timer per LLMService ---------------------------------------------------
+
+
+async def test_twenty_edits_while_waiting_leave_one_recheck_timer(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    # A long recheck: the timers stay pending for the whole test, so they can be counted.
+    operator = await start_operator(recheck_seconds=3600.0)
+    await create(cluster, example("qwen2.5-7b-configmap.yaml"))
+    name = "qwen2-5-7b"
+    await wait_degraded(cluster, name, "ConfigMapNotFound")
+    for replicas in range(2, 22):  # 20 edits, each reconcile ends waiting on the ConfigMap
+        await patch(cluster, f"{LLMS_PATH}/{name}", {"spec": {"replicas": replicas}})
+    await eventually(
+        lambda: llms(cluster, name).get("status", {}).get("observedGeneration") == 21,
+        what="the 20th edit reconciled",
+    )
+    assert operator.drift.pending_rechecks == {(NAMESPACE, name)}

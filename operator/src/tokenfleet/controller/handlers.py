@@ -69,6 +69,7 @@ class Drift:
         self._recheck_seconds = recheck_seconds
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._again: set[tuple[str, str]] = set()
+        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._known: set[tuple[str, str]] = set()
         # kopf's per-object context (it carries the queue kopf.info() posts Events to).
         self._context: contextvars.Context | None = None
@@ -89,7 +90,21 @@ class Drift:
         self._tasks[key] = asyncio.create_task(self._run(key), context=context or self._context)
 
     def later(self, namespace: str, name: str, delay: float) -> None:
-        asyncio.get_running_loop().call_later(delay, self.fire, namespace, name)
+        """Fire once after `delay`, replacing any recheck already pending for this object:
+        one timer per LLMService, however many reconciles ended waiting."""
+        key = (namespace, name)
+        pending = self._timers.pop(key, None)
+        if pending is not None:
+            pending.cancel()
+        self._timers[key] = asyncio.get_running_loop().call_later(delay, self._due, key)
+
+    def _due(self, key: tuple[str, str]) -> None:
+        self._timers.pop(key, None)
+        self.fire(*key)
+
+    @property
+    def pending_rechecks(self) -> frozenset[tuple[str, str]]:
+        return frozenset(self._timers)
 
     def after(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Degraded while waiting on something else (a CRD, a ConfigMap): look again soon."""
@@ -102,6 +117,9 @@ class Drift:
         self._resync = asyncio.create_task(self._resync_loop())
 
     async def stop(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         tasks = [*self._tasks.values(), *([self._resync] if self._resync else [])]
         for task in tasks:
             task.cancel()
@@ -125,6 +143,9 @@ class Drift:
                     )
                     if status is None:  # deleted: forget it
                         self._known.discard(key)
+                        timer = self._timers.pop(key, None)
+                        if timer is not None:
+                            timer.cancel()
                         self._reconciler.forget(namespace, name)
                         return
                     self.after(namespace, name, status)
@@ -196,11 +217,13 @@ def build_registry(
     reconciler: Reconciler,
     credentials: Credentials,
     options: Options | None = None,
+    drift: Drift | None = None,
 ) -> kopf.OperatorRegistry:
+    """The handlers; `drift` may be passed in so a caller (a test) can look at it."""
     options = options or Options()
     registry = kopf.OperatorRegistry()
     kube: KubeClient = reconciler.kube
-    drift = Drift(reconciler, options.resync_seconds, options.recheck_seconds)
+    drift = drift or Drift(reconciler, options.resync_seconds, options.recheck_seconds)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
