@@ -115,6 +115,9 @@ class Cluster(KubernetesEmulator):
         fault = Fault(method.upper(), re.compile(path), status, times, message, dry_run, drop)
         self._faults.append(fault)
 
+    def clear_faults(self) -> None:
+        self._faults.clear()
+
     def get(self, key: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         k = (resource(key), namespace, name)
         if k not in self.objects or self.objects[k].deleted:

@@ -267,3 +267,27 @@ async def test_twenty_edits_while_waiting_leave_one_recheck_timer(
         what="the 20th edit reconciled",
     )
     assert operator.drift.pending_rechecks == {(NAMESPACE, name)}
+
+
+# --- 5. persistent errors become status ----------------------------------------------------
+
+
+async def test_a_persistent_server_error_is_reported_then_cleared(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    cluster.fail("PATCH", r"/deployments/llama-3-1-8b$", 500, times=10_000, message="etcd down")
+    operator = await start_operator()
+    await create(cluster, example("llama-3.1-8b-l4.yaml"))
+
+    cond = await wait_degraded(cluster, NAME, "ApplyRetrying")
+    assert "etcd down" in cond["message"] and f"Deployment {NAMESPACE}/{NAME}" in cond["message"]
+    assert llms(cluster, NAME)["status"]["phase"] == "Degraded"
+
+    cluster.clear_faults()  # the outage ends: the next retry applies and clears the report
+    await eventually(
+        lambda: condition(cluster, NAME, "Degraded").get("status") == "False",
+        timeout=90,  # the backoff is capped at 60 s
+        what="Degraded=False after the outage",
+    )
+    assert cluster.get(DEPLOYMENTS, NAMESPACE, NAME)
+    assert operator.metrics.reconciles.labels("retry")._value.get() >= 3

@@ -151,8 +151,11 @@ class Drift:
                     self.after(namespace, name, status)
                     delay = 1.0
                 except (kopf.TemporaryError, ApiError) as error:
-                    self._logger.warning("%s/%s: retry in %.0fs: %s", namespace, name, delay, error)
-                    await asyncio.sleep(delay)
+                    # The reconciler's backoff (per LLMService and error) when it gave one.
+                    given = getattr(error, "delay", None)
+                    wait = float(given) if given else delay
+                    self._logger.warning("%s/%s: retry in %.0fs: %s", namespace, name, wait, error)
+                    await asyncio.sleep(wait)
                     delay = min(delay * 2, 60.0)
                     self._again.add(key)
                 if key not in self._again:

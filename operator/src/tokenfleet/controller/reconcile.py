@@ -38,8 +38,21 @@ WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
 # multi-node plan in under 0.1 s on one core), so 10 s is two orders of margin.
 STEP_SECONDS = 10.0
 T = TypeVar("T")
-# Backoff for conflicts and apiserver errors, by kopf's retry count of the handler.
+# Backoff for apiserver errors (5xx, 429, dropped connections), by the consecutive
+# failures of one LLMService (not kopf's per-handler retry count, which restarts with
+# every event): fast for a blip, capped at a minute for an outage.
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+# A 409 is a concurrent writer: the next pass re-reads and wins; no reason to wait long.
+CONFLICT_DELAY = 1.0
+# Consecutive failures before the error goes into status: a blip (one 409, one 503 during
+# an apiserver rollout) stays quiet; 3 failures span 1 + 2 s of retries.
+REPORT_AFTER_FAILURES = 3
+
+
+def retry_delay(error: ApiError, failures: int) -> float:
+    if error.status == 409:
+        return CONFLICT_DELAY
+    return RETRY_DELAYS[min(failures - 1, len(RETRY_DELAYS) - 1)]
 
 
 class Refused(Exception):
@@ -80,6 +93,8 @@ class Reconciler:
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
     # generation whose manifests passed a server-side dry-run, per LLMService
     _verified: dict[tuple[str, str], int] = field(default_factory=dict)
+    # consecutive transient API failures per LLMService (the backoff and ApplyRetrying)
+    _failures: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self._locks.setdefault((namespace, name), asyncio.Lock())
@@ -87,6 +102,7 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         self._locks.pop((namespace, name), None)
         self._verified.pop((namespace, name), None)
+        self._failures.pop((namespace, name), None)
         for key in self._owned_keys.pop((namespace, name), set()):
             self.written.pop(key, None)
 
@@ -116,6 +132,7 @@ class Reconciler:
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         async with self.lock(namespace, name):
             started = time.perf_counter()
+            fresh: Mapping[str, Any] | None = None
             try:
                 fresh = await self.kube.get(API_VERSION, KIND, namespace, name)
                 if fresh is None or fresh["metadata"].get("deletionTimestamp"):
@@ -127,15 +144,50 @@ class Reconciler:
                     raise
                 self.metrics.reconciles.labels("retry").inc()
                 self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
-                delay = RETRY_DELAYS[min(retry, len(RETRY_DELAYS) - 1)]
-                raise kopf.TemporaryError(str(error), delay=delay) from error
+                failures = self._failures.get((namespace, name), 0) + 1
+                self._failures[(namespace, name)] = failures
+                delay = retry_delay(error, failures)
+                if failures >= REPORT_AFTER_FAILURES and fresh is not None:
+                    await self._report_retrying(fresh, error, delay, logger)
+                raise kopf.TemporaryError(redact(str(error), fresh), delay=delay) from error
             except Exception:
                 self.metrics.reconciles.labels("error").inc()  # a bug: kopf retries it
                 raise
             finally:
                 self.metrics.reconcile_duration.observe(time.perf_counter() - started)
             self.metrics.reconciles.labels(result).inc()
+            self._failures.pop((namespace, name), None)
             return new_status
+
+    async def _report_retrying(
+        self,
+        body: Mapping[str, Any],
+        error: ApiError,
+        delay: float,
+        logger: logging.Logger | logging.LoggerAdapter[Any],
+    ) -> None:
+        """A persistent API error becomes Degraded/ApplyRetrying with the last error, so the
+        LLMService says why nothing changes instead of showing an old or empty status. Best
+        effort: the apiserver that fails the apply may fail this write too."""
+        meta = body["metadata"]
+        previous = dict(body.get("status") or {})
+        message = (
+            f"the API server keeps failing; retrying every {delay:.0f}s at most. "
+            f"Last error: {redact(str(error), body)}"
+        )
+        observed = st.Observed(
+            generation=int(previous.get("observedGeneration") or 0),
+            degraded=st.Condition("Degraded", True, "ApplyRetrying", message[:1000]),
+        )
+        new_status = st.build_status(previous, observed)
+        if st.is_noop(previous, new_status):
+            return
+        try:
+            await self.kube.patch_status(
+                API_VERSION, KIND, meta["namespace"], meta["name"], new_status
+            )
+        except ApiError as status_error:
+            logger.warning("could not report ApplyRetrying: %s", status_error)
 
     async def _reconcile(
         self, body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]
@@ -162,7 +214,7 @@ class Reconciler:
             self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
             observed = st.Observed(
                 generation=generation,
-                degraded=st.Condition("Degraded", True, "ApplyFailed", str(error)),
+                degraded=st.Condition("Degraded", True, "ApplyFailed", redact(str(error), body)),
             )
             result = "degraded"
         new_status = st.build_status(previous, observed)
@@ -175,7 +227,9 @@ class Reconciler:
                     raise
                 # Rejected status (an older CRD schema?): nothing to retry; say so loudly.
                 self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
-                logger.error("status of %s/%s was rejected: %s", namespace, name, error)
+                logger.error(
+                    "status of %s/%s was rejected: %s", namespace, name, redact(str(error), body)
+                )
         self._post_events(body, previous, new_status, generation)
         if corrected and previous.get("observedGeneration") == generation:
             # Same spec, yet our apply changed objects: someone edited or deleted them.
@@ -466,6 +520,23 @@ def _post(fn: Callable[..., None], body: Mapping[str, Any], reason: str, message
         fn(_ref(body), reason=reason, message=message[:1000])
     except LookupError:  # outside kopf's per-object context (no event queue): log only
         logging.getLogger("tokenfleet.events").info("%s: %s", reason, message)
+
+
+def redact(text: str, body: Mapping[str, Any] | None) -> str:
+    """`text` with every literal spec.engine.env value replaced by '***'. API errors echo
+    the object they refused (env included) into messages, Events and logs that more
+    people can read than the LLMService; valueFrom references carry no secret."""
+    spec = (body or {}).get("spec") or {}
+    env = ((spec.get("engine") or {}).get("env")) or []
+    values = sorted(
+        {str(e.get("value")) for e in env if isinstance(e, dict) and e.get("value")},
+        key=len,
+        reverse=True,  # longest first: a value containing another is hidden whole
+    )
+    for value in values:
+        if len(value) >= 3:  # "1", "on": hiding them would garble the message, not protect it
+            text = text.replace(value, "***")
+    return text
 
 
 def _one_line(error: BaseException) -> str:
