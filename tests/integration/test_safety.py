@@ -291,3 +291,29 @@ async def test_a_persistent_server_error_is_reported_then_cleared(
     )
     assert cluster.get(DEPLOYMENTS, NAMESPACE, NAME)
     assert operator.metrics.reconciles.labels("retry")._value.get() >= 3
+
+
+# --- 8. Pod Security "restricted" ----------------------------------------------------------
+
+
+async def test_the_applied_engine_pod_is_locked_down(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    await create(cluster, example("llama-3.1-8b-nonroot.yaml"))
+    deployment = await eventually(
+        lambda: cluster.get(DEPLOYMENTS, NAMESPACE, "llama-3-1-8b-nonroot"), what="Deployment"
+    )
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 1000,
+    }
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }

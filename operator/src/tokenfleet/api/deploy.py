@@ -64,6 +64,22 @@ class LocalObjectReference(SpecModel):
     name: str = Field(min_length=1, max_length=253)
 
 
+class PodSecurityContext(SpecModel):
+    """Who the engine runs as (pod securityContext). The operator always sets
+    seccompProfile RuntimeDefault, no privilege escalation and no capabilities; these
+    complete Pod Security "restricted". The upstream vLLM / SGLang images run as root,
+    so runAsNonRoot needs runAsUser too; fsGroup makes the model-cache PVC writable."""
+
+    run_as_non_root: bool | None = None
+    """Refuse to start a container that would run as root (set runAsUser with it)."""
+    run_as_user: int | None = Field(default=None, ge=1, le=2147483647)
+    """UID of the engine process, e.g. 1000."""
+    run_as_group: int | None = Field(default=None, ge=0, le=2147483647)
+    """Primary GID of the engine process."""
+    fs_group: int | None = Field(default=None, ge=0, le=2147483647)
+    """Group that owns (and may write) mounted volumes: the model-cache PVC."""
+
+
 class PodTemplateSpec(SpecModel):
     """Additions to the engine pods."""
 
@@ -77,6 +93,8 @@ class PodTemplateSpec(SpecModel):
     """Priority class of the pods."""
     image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list, max_length=16)
     """Secrets for pulling a private engine image."""
+    security_context: PodSecurityContext | None = None
+    """Run the engine as a non-root user (see PodSecurityContext)."""
 
 
 class RolloutSpec(SpecModel):

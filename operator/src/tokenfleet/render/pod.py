@@ -25,6 +25,12 @@ Role = Literal["server", "leader", "worker"]
 CACHE_MOUNT = "/model-cache"  # Hugging Face downloads (and vLLM's compile cache) land here
 WEIGHTS_MOUNT = "/mnt/model-weights"  # spec.model.source.pvc, read-only
 SHM_MOUNT = "/dev/shm"
+# Pod Security "restricted" for the container: the engines need no privilege and no
+# capability (GPUs come through the device plugin, not through capabilities).
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
 # The kubelet expands these in command/args from the env LeaderWorkerSet injects.
 LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
 LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
@@ -79,8 +85,27 @@ def _split_command(engine: str, command: list[str]) -> tuple[list[str], list[str
     return command[:n], command[n:]
 
 
+def pod_security_context(service: LLMService) -> dict[str, Any]:
+    """Pod Security "restricted" settings the engines work with, plus the user's identity
+    (spec.podTemplate.securityContext: runAsNonRoot, runAsUser, runAsGroup, fsGroup)."""
+    context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    user = service.spec.pod_template.security_context
+    if user is not None:
+        context.update(user.to_dict())
+    return context
+
+
+def runs_as_non_root(service: LLMService) -> bool:
+    user = service.spec.pod_template.security_context
+    return user is not None and bool(user.run_as_non_root or user.run_as_user)
+
+
 def _env(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"}]
+    if runs_as_non_root(service):
+        # The images' HOME is /root, unwritable for another user; torch, triton and
+        # flashinfer cache kernels under ~/.cache. Point HOME at the writable cache volume.
+        env.append({"name": "HOME", "value": f"{CACHE_MOUNT}/home"})
     if plan.engine == "vllm":
         env.append({"name": "VLLM_CACHE_ROOT", "value": f"{CACHE_MOUNT}/vllm"})
     hf = service.spec.model.effective_source.hugging_face
@@ -185,6 +210,7 @@ def engine_container(service: LLMService, plan: Plan, role: Role) -> dict[str, A
     container["env"] = _env(service, plan)
     container["resources"] = _resources(service, plan)
     container["volumeMounts"] = mounts
+    container["securityContext"] = json.loads(json.dumps(CONTAINER_SECURITY))  # no YAML anchors
     if serves_http:
         container.update(_probes(plan))
     # Leaving the endpoints takes a moment to propagate; meanwhile running requests finish.
@@ -254,6 +280,9 @@ def pod_template(service: LLMService, plan: Plan, role: Role) -> dict[str, Any]:
         pod["priorityClassName"] = template.priority_class_name
     if template.image_pull_secrets:
         pod["imagePullSecrets"] = [s.to_dict() for s in template.image_pull_secrets]
+    # The model server never talks to the Kubernetes API: no token in its filesystem.
+    pod["automountServiceAccountToken"] = False
+    pod["securityContext"] = pod_security_context(service)
     pod["containers"] = [engine_container(service, plan, role)]
     pod["volumes"] = _volumes(service, plan)
     metadata: dict[str, Any] = {"labels": pod_labels}
