@@ -20,7 +20,7 @@ from operator_harness import NAMESPACE, RunningOperator, StartOperator, kubeconf
 from tokenfleet.controller.handlers import Credentials, Drift, Options, build_registry
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.metrics import Metrics
-from tokenfleet.controller.reconcile import Pipeline, Reconciler
+from tokenfleet.controller.reconcile import Pipeline, Policy, Reconciler
 
 
 @pytest.fixture
@@ -50,6 +50,7 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
         peering: str | None = None,
         priority: int = 0,
         step_seconds: float | None = None,
+        policy: Policy | None = None,
         **options: Any,
     ) -> RunningOperator:
         credentials = Credentials()
@@ -58,6 +59,8 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
             Metrics(),
             pipeline or Pipeline.default(),
         )
+        if policy is not None:
+            reconciler.policy = policy
         if step_seconds is not None:
             reconciler.step_seconds = step_seconds
         opts = Options(**options)

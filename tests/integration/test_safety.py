@@ -25,7 +25,7 @@ from test_operator import (
     patch,
 )
 
-from tokenfleet.controller.reconcile import Pipeline
+from tokenfleet.controller.reconcile import Pipeline, Policy
 
 NAME = "llama-3-1-8b"
 
@@ -317,3 +317,90 @@ async def test_the_applied_engine_pod_is_locked_down(
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
     }
+
+
+# --- 9. creating an LLMService reveals no secret --------------------------------------------
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+async def test_user_text_cannot_splice_env_into_args_and_literal_env_is_redacted(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    body = example("llama-3.1-8b-l4.yaml")
+    body["spec"]["engine"]["args"] = ["--api-key", "$(HF_TOKEN)"]
+    body["spec"]["model"]["servedName"] = "llama-$(HF_TOKEN)"
+    await create(cluster, body)
+    deployment = await eventually(lambda: cluster.get(DEPLOYMENTS, NAMESPACE, NAME), what="Deploy")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "$$(HF_TOKEN)" in args and "llama-$$(HF_TOKEN)" in args
+
+    # The API server refuses a manifest and echoes the env value into its message.
+    leaky = example("llama-3.1-8b-l4.yaml")
+    leaky["metadata"]["name"] = "leaky"
+    leaky["spec"]["engine"]["env"] = [{"name": "PROXY_TOKEN", "value": SECRET}]
+    echo = f'Deployment "leaky" is invalid: env[0].value: "{SECRET}": too long'
+    cluster.fail("PATCH", r"/deployments/leaky$", 422, times=100, message=echo)
+    await create(cluster, leaky)
+    cond = await wait_degraded(cluster, "leaky", "ApplyFailed")
+    assert SECRET not in cond["message"] and 'env[0].value: "***"' in cond["message"]
+    await eventually(
+        lambda: any(e.get("reason") == "Degraded" for e in cluster.items("v1/events")),
+        what="the Degraded event",
+    )
+    assert all(SECRET not in str(e) for e in cluster.items("v1/events"))
+
+
+async def test_allowlists_refuse_other_images_and_service_accounts(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    policy = Policy(image_prefixes=("registry.corp/",), service_accounts=("llm-runner",))
+    await start_operator(policy=policy)
+    await create(cluster, example("llama-3.1-8b-l4.yaml"))
+    cond = await wait_degraded(cluster, NAME, "NotAllowed")
+    assert "spec.engine.image=vllm/vllm-openai:" in cond["message"]
+    assert "registry.corp/" in cond["message"]
+
+    body = example("llama-3.1-8b-l4.yaml")
+    body["metadata"]["name"] = "robot"
+    body["spec"]["engine"].update(image="registry.corp/vllm:v0.11.0", version="0.11.0")
+    body["spec"]["podTemplate"] = {"serviceAccountName": "cluster-admin-sa"}
+    await create(cluster, body)
+    cond = await wait_degraded(cluster, "robot", "NotAllowed")
+    assert "spec.podTemplate.serviceAccountName=cluster-admin-sa" in cond["message"]
+
+    await patch(
+        cluster,
+        f"{LLMS_PATH}/robot",
+        {"spec": {"podTemplate": {"serviceAccountName": "llm-runner"}}},
+    )
+    await eventually(lambda: cluster.get(DEPLOYMENTS, NAMESPACE, "robot"), what="allowed one")
+    assert owned(cluster) and all(o["metadata"]["name"].startswith("robot") for o in owned(cluster))
+
+
+# --- 10. refuse what can never become Ready ------------------------------------------------
+
+
+async def test_args_the_operator_owns_and_untagged_images_are_refused(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    cases = {
+        "own-port": ({"args": ["--port", "9000"]}, "spec.engine.args", "remove it"),
+        "own-tp": (
+            {"args": ["--tensor-parallel-size=2"]},
+            "spec.engine.args",
+            "tensorParallelSize",
+        ),
+        "untagged": ({"image": "vllm/vllm-openai"}, "spec.engine.image", "pin a tag"),
+    }
+    for name, (engine, _, _) in cases.items():
+        body = example("llama-3.1-8b-l4.yaml")
+        body["metadata"]["name"] = name
+        body["spec"]["engine"].update(engine)
+        await create(cluster, body)
+    for name, (_, field, fix) in cases.items():
+        cond = await wait_degraded(cluster, name, "InvalidSpec")
+        assert field in cond["message"] and fix in cond["message"], cond
+    assert owned(cluster) == []

@@ -58,6 +58,29 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         default=600.0,
         help="re-reconcile every LLMService this often even without events (default: 600)",
     )
+    p.add_argument(
+        "--allow-image",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="only run engine images starting with PREFIX, e.g. 'vllm/vllm-openai:' "
+        "(repeatable; default: any image)",
+    )
+    p.add_argument(
+        "--allow-service-account",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only let engine pods use this service account when spec.podTemplate sets "
+        "one (repeatable; default: any)",
+    )
+    p.add_argument(
+        "--metrics-address",
+        default="0.0.0.0",
+        metavar="ADDR",
+        help="address the metrics server binds (default: %(default)s; 127.0.0.1 keeps "
+        "it node-local)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
 
 
@@ -67,13 +90,13 @@ def run(args: Any) -> int:
     from tokenfleet.controller.handlers import Credentials, Options, build_registry
     from tokenfleet.controller.kube import KubeClient
     from tokenfleet.controller.metrics import Metrics
-    from tokenfleet.controller.reconcile import Reconciler
+    from tokenfleet.controller.reconcile import Policy, Reconciler
 
     kopf.configure(debug=args.verbose, verbose=args.verbose)
     metrics = Metrics()
     if args.metrics_port:
         try:
-            metrics.serve(args.metrics_port)
+            metrics.serve(args.metrics_port, args.metrics_address)
         except OSError as error:
             print(
                 f"error: --metrics-port {args.metrics_port}: {error.strerror}; "
@@ -82,7 +105,8 @@ def run(args: Any) -> int:
             )
             return 2
     credentials = Credentials()
-    reconciler = Reconciler(KubeClient(credentials.current), metrics)
+    policy = Policy(tuple(args.allow_image), tuple(args.allow_service_account))
+    reconciler = Reconciler(KubeClient(credentials.current), metrics, policy=policy)
     registry = build_registry(reconciler, credentials, Options(resync_seconds=args.resync_seconds))
     kopf.run(
         registry=registry,

@@ -81,12 +81,46 @@ class Pipeline:
         return cls(api.parse_llmservice, api.to_plan_request, capacity.plan, render.all)
 
 
+@dataclass(frozen=True)
+class Policy:
+    """What the platform team allows LLMService authors (operator flags; empty: anything).
+
+    Creating an LLMService runs any image with any service account in its namespace, as
+    powerful as creating a Deployment there; these allowlists narrow that down.
+    """
+
+    image_prefixes: tuple[str, ...] = ()  # --allow-image: e.g. "vllm/vllm-openai:"
+    service_accounts: tuple[str, ...] = ()  # --allow-service-account
+
+    def check(self, service: Any, plan: Any, planned: st.Condition) -> None:
+        spec = service.spec
+        image = spec.engine.image_for(str(getattr(plan, "engine_version", "")))
+        if self.image_prefixes and not image.startswith(self.image_prefixes):
+            raise Refused(
+                "NotAllowed",
+                f"spec.engine.image={image}: not allowed by this operator (--allow-image "
+                f"{' '.join(self.image_prefixes)}); use an image starting with one of these, "
+                "or ask the cluster's platform team to allow it",
+                planned,
+            )
+        account = spec.pod_template.service_account_name
+        if self.service_accounts and account and account not in self.service_accounts:
+            raise Refused(
+                "NotAllowed",
+                f"spec.podTemplate.serviceAccountName={account}: not allowed by this operator "
+                f"(--allow-service-account {' '.join(self.service_accounts)}); use one of "
+                "these or leave it unset",
+                planned,
+            )
+
+
 @dataclass
 class Reconciler:
     kube: KubeClient
     metrics: Metrics
     pipeline: Pipeline = field(default_factory=Pipeline.default)
     step_seconds: float = STEP_SECONDS  # time limit of plan and of render (off_loop)
+    policy: Policy = field(default_factory=lambda: Policy())
     # resourceVersion we last wrote per owned object: events carrying it are our own echo.
     written: dict[tuple[str, str, str], str] = field(default_factory=dict)
     _owned_keys: dict[tuple[str, str], set[tuple[str, str, str]]] = field(default_factory=dict)
@@ -201,9 +235,10 @@ class Reconciler:
             observed = await self._apply(body, logger, corrected)
             result = "applied"
         except Refused as refused:
+            message = redact(refused.message, body)
             observed = st.Observed(
                 generation=generation,
-                degraded=st.Condition("Degraded", True, refused.reason, refused.message),
+                degraded=st.Condition("Degraded", True, refused.reason, message),
                 planned=refused.planned,
             )
             result = "degraded"
@@ -262,6 +297,7 @@ class Reconciler:
             raise Refused("PlanFailed", message, failed) from error
         self.metrics.plans.labels("ok").inc()
         planned = st.Condition("Planned", True, "PlanComputed", str(getattr(plan, "reason", "")))
+        self.policy.check(service, plan, planned)
         autoscaling = autoscaling_condition(service, body)
 
         lws = await self.kube.has_resource(LWS_API, LWS_PLURAL)

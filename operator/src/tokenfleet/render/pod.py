@@ -36,6 +36,14 @@ LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
 LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 
 
+def no_expansion(text: str) -> str:
+    """`text` as the kubelet will pass it, literally: it expands `$(NAME)` in command and
+    args from the container's env, so `--api-key $(HF_TOKEN)` would splice the Hub token
+    into a flag (or a served model name anyone can list). `$$(` is its escape for `$(`.
+    Applied to everything the user supplies; the operator's own `$(LWS_...)` stay live."""
+    return text.replace("$(", "$$(")
+
+
 def cache_claim_name(service: LLMService) -> str:
     return f"{service.name}-model-cache"
 
@@ -182,11 +190,12 @@ def engine_container(service: LLMService, plan: Plan, role: Role) -> dict[str, A
     spec = service.spec
     info = engine_info(plan.engine)
     model_ref, source_args = model_ref_and_args(service)
+    user_args = [*source_args, *speculative_args(service, plan.engine), *spec.engine.args]
     command = engine_command(
         plan,
-        model_ref,
-        served_name=spec.model.effective_served_name,
-        extra_args=[*source_args, *speculative_args(service, plan.engine), *spec.engine.args],
+        no_expansion(model_ref),
+        served_name=no_expansion(spec.model.effective_served_name),
+        extra_args=[no_expansion(a) for a in user_args],
         prefix_caching=spec.engine.prefix_caching,
         node=node_role(plan, role),
     )
