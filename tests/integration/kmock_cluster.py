@@ -76,6 +76,8 @@ class Cluster(KubernetesEmulator):
     _applied: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict, init=False)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
     writes: list[tuple[str, str]] = attrs.field(factory=list, init=False)  # (method, path)
+    _gates: list[tuple[str, re.Pattern[str], asyncio.Event]] = attrs.field(factory=list, init=False)
+    held: int = attrs.field(default=0, init=False)  # requests waiting on a hold() gate now
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -115,6 +117,12 @@ class Cluster(KubernetesEmulator):
         fault = Fault(method.upper(), re.compile(path), status, times, message, dry_run, drop)
         self._faults.append(fault)
 
+    def hold(self, method: str, path: str) -> asyncio.Event:
+        """Requests with this method and path wait, unanswered, until the event is set."""
+        gate = asyncio.Event()
+        self._gates.append((method.upper(), re.compile(path), gate))
+        return gate
+
     def clear_faults(self) -> None:
         self._faults.clear()
 
@@ -142,6 +150,13 @@ class Cluster(KubernetesEmulator):
             return await apps.RawHandler._handle(self, request)  # discovery, /version
         method, path = str(request.method.value).upper(), request.url.path
         dry_run = request.params.get("dryRun") == "All"
+        for gate_method, gate_path, gate in self._gates:
+            if gate_method == method and gate_path.search(path) and not gate.is_set():
+                self.held += 1
+                try:
+                    await gate.wait()
+                finally:
+                    self.held -= 1
         for fault in self._faults:
             if (
                 fault.times > 0

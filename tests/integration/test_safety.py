@@ -6,10 +6,15 @@ one numbered item of the issue. States are polled for, never timed.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
 import threading
+from pathlib import Path
 from typing import Any
 
+import kopf
+import yaml
 from kmock_cluster import LWS, Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
 from test_operator import (
@@ -25,6 +30,7 @@ from test_operator import (
     patch,
 )
 
+from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.reconcile import Pipeline, Policy
 
 NAME = "llama-3-1-8b"
@@ -404,3 +410,70 @@ async def test_args_the_operator_owns_and_untagged_images_are_refused(
         cond = await wait_degraded(cluster, name, "InvalidSpec")
         assert field in cond["message"] and fix in cond["message"], cond
     assert owned(cluster) == []
+
+
+# --- 11. smaller ---------------------------------------------------------------------------
+
+
+async def test_a_relogin_does_not_close_the_client_under_requests_in_flight(
+    cluster: Cluster,
+) -> None:
+    config = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())
+    server = config["clusters"][0]["cluster"]["server"]
+    logins: list[bool] = []
+
+    async def login(renew: bool) -> kopf.ConnectionInfo:
+        logins.append(renew)
+        return kopf.ConnectionInfo(server=server, token="t")
+
+    kube = KubeClient(login)
+    await create(cluster, example("llama-3.1-8b-l4.yaml"))
+    await kube.get("v1", "Namespace", None, NAMESPACE)  # logged in, client open
+    # Ten requests are on the wire (the apiserver holds them) when another one is
+    # answered 401 (a rotated token) and the client logs in again.
+    gate = cluster.hold("GET", r"/deployments/")
+    held = [
+        asyncio.create_task(kube.get("apps/v1", "Deployment", NAMESPACE, f"d{i}"))
+        for i in range(10)
+    ]
+    await eventually(lambda: cluster.held == 10, what="ten requests in flight")
+    cluster.fail("GET", r"/llmservices/llama-3-1-8b$", 401, times=1)
+    try:
+        fresh = await kube.get("tokenfleet.dev/v1alpha1", "LLMService", NAMESPACE, NAME)
+        gate.set()
+        results = await asyncio.gather(*held)
+    finally:
+        gate.set()
+        await kube.close()
+    assert fresh and fresh["metadata"]["name"] == NAME
+    assert results == [None] * 10  # answered (404) on the old client, not failed
+    assert logins.count(True) == 1  # logged in again once, not once per request
+
+
+async def test_a_failure_in_a_drift_pass_is_retried_not_dropped(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    operator = await start_operator()
+    await create(cluster, example("llama-3.1-8b-l4.yaml"))
+    await eventually(lambda: cluster.get(SERVICES, NAMESPACE, NAME), what="the Service")
+
+    kube = operator.reconciler.kube
+    real_apply = kube.apply
+    failures: list[str] = []
+
+    async def broken_once(*args: Any, **kwargs: Any) -> Any:
+        # Fails the first pass that runs after the Service was deleted, before it
+        # re-creates it, whatever other passes ran before.
+        if not failures and drifting.is_set():
+            failures.append("raised")
+            raise RuntimeError("a bug in a drift pass")
+        return await real_apply(*args, **kwargs)
+
+    drifting = threading.Event()
+    kube.apply = broken_once  # type: ignore[method-assign]
+    drifting.set()
+    response = await cluster.delete(f"/api/v1/namespaces/{NAMESPACE}/services/{NAME}")
+    assert response.status < 300
+    # The drift pass that re-creates the Service fails once, then its retry succeeds.
+    await eventually(lambda: cluster.get(SERVICES, NAMESPACE, NAME), what="the Service back")
+    assert failures == ["raised"]

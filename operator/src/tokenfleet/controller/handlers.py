@@ -150,18 +150,25 @@ class Drift:
                         return
                     self.after(namespace, name, status)
                     delay = 1.0
-                except (kopf.TemporaryError, ApiError) as error:
-                    # The reconciler's backoff (per LLMService and error) when it gave one.
+                except Exception as error:
+                    # Transient API errors, and bugs too: a dropped pass would leave drift
+                    # uncorrected until the next resync. The reconciler's backoff (per
+                    # LLMService and error) when it gave one.
                     given = getattr(error, "delay", None)
                     wait = float(given) if given else delay
-                    self._logger.warning("%s/%s: retry in %.0fs: %s", namespace, name, wait, error)
+                    if isinstance(error, (kopf.TemporaryError, ApiError)):
+                        self._logger.warning(
+                            "%s/%s: retry in %.0fs: %s", namespace, name, wait, error
+                        )
+                    else:
+                        self._logger.exception(
+                            "%s/%s: drift reconcile failed; retry in %.0fs", namespace, name, wait
+                        )
                     await asyncio.sleep(wait)
                     delay = min(delay * 2, 60.0)
                     self._again.add(key)
                 if key not in self._again:
                     return
-        except Exception:
-            self._logger.exception("%s/%s: drift reconcile failed", namespace, name)
         finally:
             if self._tasks.get(key) is asyncio.current_task():
                 self._tasks.pop(key, None)

@@ -95,13 +95,26 @@ class KubeClient:
         self._lock = asyncio.Lock()
         self._discovery_ttl = discovery_ttl
         self._discovery: dict[str, tuple[float, frozenset[str]]] = {}
+        self._in_flight: dict[httpx.AsyncClient, int] = {}
+        self._retired: set[httpx.AsyncClient] = set()
 
-    async def _connect(self, *, renew: bool = False) -> httpx.AsyncClient:
+    async def _close_idle(self) -> None:
+        for client in [c for c in self._retired if not self._in_flight.get(c)]:
+            self._retired.discard(client)
+            self._in_flight.pop(client, None)
+            await client.aclose()
+
+    async def _connect(
+        self, *, renew: bool = False, stale: httpx.AsyncClient | None = None
+    ) -> httpx.AsyncClient:
         async with self._lock:
-            if self._client is not None and not renew:
-                return self._client
+            if self._client is not None and not (renew and self._client is stale):
+                return self._client  # (another request already logged in again)
             if self._client is not None:
-                await self._client.aclose()
+                # Requests still in flight on the old client finish on it; it is closed
+                # once the last one is done (closing it now would fail all of them).
+                self._retired.add(self._client)
+                await self._close_idle()
             info = await self._login(renew)
             verify: Any = False if info.insecure else info.as_ssl_context()
             self._client = httpx.AsyncClient(
@@ -115,9 +128,11 @@ class KubeClient:
             return self._client
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        for client in [*self._retired, *([self._client] if self._client else [])]:
+            await client.aclose()
+        self._retired.clear()
+        self._in_flight.clear()
+        self._client = None
 
     async def request(
         self,
@@ -132,15 +147,21 @@ class KubeClient:
         content = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": content_type} if content is not None else {}
         response: httpx.Response | None = None
+        client: httpx.AsyncClient | None = None
         for attempt in range(2):
             # A 401 usually means a rotated service-account token: log in again once.
-            client = await self._connect(renew=attempt > 0)
+            client = await self._connect(renew=attempt > 0, stale=client)
+            self._in_flight[client] = self._in_flight.get(client, 0) + 1
             try:
                 response = await client.request(
                     method, path, params=params, content=content, headers=headers
                 )
             except httpx.TransportError as error:
                 raise ApiError(503, type(error).__name__, str(error), what or path) from error
+            finally:
+                self._in_flight[client] -= 1
+                if client in self._retired:
+                    await self._close_idle()
             if response.status_code != 401:
                 break
         assert response is not None
