@@ -76,7 +76,10 @@ class Cluster(KubernetesEmulator):
     _applied: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict, init=False)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
     writes: list[tuple[str, str]] = attrs.field(factory=list, init=False)  # (method, path)
-    _gates: list[tuple[str, re.Pattern[str], asyncio.Event]] = attrs.field(factory=list, init=False)
+    _gates: list[tuple[str, re.Pattern[str], asyncio.Event, bool | None]] = attrs.field(
+        factory=list, init=False
+    )
+    _watchers: set[asyncio.Task[Any]] = attrs.field(factory=set, init=False)
     held: int = attrs.field(default=0, init=False)  # requests waiting on a hold() gate now
 
     def __attrs_post_init__(self) -> None:
@@ -117,11 +120,20 @@ class Cluster(KubernetesEmulator):
         fault = Fault(method.upper(), re.compile(path), status, times, message, dry_run, drop)
         self._faults.append(fault)
 
-    def hold(self, method: str, path: str) -> asyncio.Event:
-        """Requests with this method and path wait, unanswered, until the event is set."""
+    def hold(self, method: str, path: str, *, dry_run: bool | None = None) -> asyncio.Event:
+        """Requests with this method and path (dry-runs or not, when dry_run says) wait,
+        unanswered, until the event is set."""
         gate = asyncio.Event()
-        self._gates.append((method.upper(), re.compile(path), gate))
+        self._gates.append((method.upper(), re.compile(path), gate, dry_run))
         return gate
+
+    def cut_watches(self) -> int:
+        """End every open watch stream now (an apiserver restart, a load balancer's idle
+        timeout); clients must resume from their last resourceVersion. Returns how many."""
+        tasks = [t for t in self._watchers if not t.done()]
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
 
     def clear_faults(self) -> None:
         self._faults.clear()
@@ -150,8 +162,13 @@ class Cluster(KubernetesEmulator):
             return await apps.RawHandler._handle(self, request)  # discovery, /version
         method, path = str(request.method.value).upper(), request.url.path
         dry_run = request.params.get("dryRun") == "All"
-        for gate_method, gate_path, gate in self._gates:
-            if gate_method == method and gate_path.search(path) and not gate.is_set():
+        for gate_method, gate_path, gate, gate_dry in self._gates:
+            if (
+                gate_method == method
+                and gate_path.search(path)
+                and gate_dry in (None, dry_run)
+                and not gate.is_set()
+            ):
                 self.held += 1
                 try:
                     await gate.wait()
@@ -211,6 +228,9 @@ class Cluster(KubernetesEmulator):
         timeout = float(request.params.get("timeoutSeconds") or 0) or None
         bus = self._buses[request.resource]
         marker = None
+        task = asyncio.current_task()
+        if task is not None:
+            self._watchers.add(task)
         try:
             async with asyncio.timeout(timeout):
                 async with self._lock:
@@ -243,6 +263,7 @@ class Cluster(KubernetesEmulator):
         except (TimeoutError, ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
+            self._watchers.discard(task)  # type: ignore[arg-type]
             if marker is not None:
                 await bus.unmark(marker)
         return response
