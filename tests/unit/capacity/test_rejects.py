@@ -134,3 +134,18 @@ def test_config_path_errors(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(PlanError, match="not valid JSON"):
         load_model(str(bad))
+
+
+@pytest.mark.parametrize(
+    ("extra", "pp"),
+    [({}, 1), ({}, 3), ({"sliding_window": 1024, "sliding_window_pattern": 6}, 4),
+     ({"sliding_window": 512}, 2)],
+)  # fmt: skip
+def test_stage_layers_split_every_layer_once(extra, pp):
+    from tokenfleet.capacity.kv import stage_layers
+
+    arch = architecture_from_config({**GOOD, "num_hidden_layers": 62, **extra}, "m")
+    stages = stage_layers(arch, pp)
+    assert sum(full + sliding for full, sliding in stages) == 62
+    assert sum(sliding for _, sliding in stages) == arch.num_sliding_layers
+    assert [f + s for f, s in stages] == sorted(f + s for f, s in stages)  # remainder last

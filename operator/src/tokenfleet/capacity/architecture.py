@@ -109,6 +109,13 @@ class ModelArch:
     def num_sliding_layers(self) -> int:
         return sum(self.sliding_layers)
 
+    def sliding_between(self, start: int, stop: int) -> int:
+        """Sliding-window layers among layers [start, stop): per pipeline stage, with no
+        per-layer list when no layer slides (a dense model's stages are pure arithmetic)."""
+        if not self.sliding_layers:
+            return 0
+        return sum(self.sliding_layers[start:stop])
+
     @property
     def num_full_layers(self) -> int:
         return self.layers - self.num_sliding_layers
