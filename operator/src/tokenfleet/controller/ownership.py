@@ -95,9 +95,12 @@ async def prune(
     meta = owner["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], str(meta["uid"])
     keep = {(str(m["kind"]), str(m["metadata"]["name"])) for m in rendered}
+    rendered_kinds = {kind for kind, _ in keep}
     result = Pruned()
     for api_version, kind in RENDERED_KINDS:
-        if not served.get(api_version, True):
+        # render names each kind after the LLMService alone (one object per kind), so a
+        # kind it still produces has nothing stale to remove: list only the others.
+        if kind in rendered_kinds or not served.get(api_version, True):
             continue
         for obj in await kube.list(api_version, kind, namespace, f"{INSTANCE_LABEL}={name}"):
             obj_meta = obj.get("metadata") or {}

@@ -127,6 +127,8 @@ class Reconciler:
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
     # generation whose manifests passed a server-side dry-run, per LLMService
     _verified: dict[tuple[str, str], int] = field(default_factory=dict)
+    # generation after whose apply stale objects were pruned, per LLMService
+    _pruned: dict[tuple[str, str], int] = field(default_factory=dict)
     # consecutive transient API failures per LLMService (the backoff and ApplyRetrying)
     _failures: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -136,6 +138,7 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         self._locks.pop((namespace, name), None)
         self._verified.pop((namespace, name), None)
+        self._pruned.pop((namespace, name), None)
         self._failures.pop((namespace, name), None)
         for key in self._owned_keys.pop((namespace, name), set()):
             self.written.pop(key, None)
@@ -342,16 +345,19 @@ class Reconciler:
                 corrected.append(f"{key[0]}/{key[2]}")
             applied.append(result)
         logger.debug("applied %d manifests for %s/%s", len(applied), namespace, name)
-        served = {LWS_API: lws, MONITORING_API: monitoring}
-        pruned = await ownership.prune(self.kube, body, owned, served)
-        for deleted in pruned.deleted:
-            kind, _, obj_name = deleted.partition("/")
-            self.forget_object(kind, namespace, obj_name)
-            corrected.append(f"{deleted} (deleted: no longer rendered)")
         observed = _observe(applied, generation, planned, plan, namespace)
-        observed = dataclasses.replace(
-            observed, extra=retained_note(pruned.retained, body.get("status") or {})
-        )
+        if self._pruned.get((namespace, name)) != generation:
+            # Once per generation (and after a restart): only a spec change stops a kind
+            # from being rendered; drift passes of the same spec have nothing to prune.
+            served = {LWS_API: lws, MONITORING_API: monitoring}
+            pruned = await ownership.prune(self.kube, body, owned, served)
+            for deleted in pruned.deleted:
+                kind, _, obj_name = deleted.partition("/")
+                self.forget_object(kind, namespace, obj_name)
+                corrected.append(f"{deleted} (deleted: no longer rendered)")
+            self._pruned[(namespace, name)] = generation
+            note = retained_note(pruned.retained, body.get("status") or {})
+            observed = dataclasses.replace(observed, extra=note)
         if autoscaling is not None:
             observed = dataclasses.replace(observed, autoscaling=autoscaling)
         return observed
