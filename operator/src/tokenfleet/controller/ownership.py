@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,16 +65,23 @@ async def conflicts(
     checked before that write and are dropped from it when deleted, so they skip the read.
     """
     uid = str(owner["metadata"]["uid"])
-    found: list[str] = []
-    for manifest in manifests:
-        meta = manifest["metadata"]
-        key = (str(manifest["kind"]), str(meta["namespace"]), str(meta["name"]))
-        if key in known:
-            continue
-        existing = await kube.get(manifest["apiVersion"], key[0], key[1], key[2])
-        if existing is not None and not owned_by(existing, uid):
-            found.append(conflict_message(existing, key[0], owner["metadata"]["name"]))
-    return found
+    unknown = [
+        (
+            str(m["apiVersion"]),
+            str(m["kind"]),
+            str(m["metadata"]["namespace"]),
+            str(m["metadata"]["name"]),
+        )
+        for m in manifests
+        if (m["kind"], m["metadata"]["namespace"], m["metadata"]["name"]) not in known
+    ]
+    # Concurrently: one round trip, not one per manifest, before the first write.
+    existing = await asyncio.gather(*(kube.get(*key) for key in unknown))
+    return [
+        conflict_message(obj, kind, owner["metadata"]["name"])
+        for (_, kind, _, _), obj in zip(unknown, existing, strict=True)
+        if obj is not None and not owned_by(obj, uid)
+    ]
 
 
 @dataclass

@@ -332,8 +332,7 @@ class Reconciler:
         if self._verified.get((namespace, name)) != generation:
             # Nothing half-created: the API server (schema, admission webhooks, quotas)
             # sees every manifest of a new generation before the first one is written.
-            for manifest in owned:
-                await self.kube.apply(manifest, dry_run=True)
+            await asyncio.gather(*(self.kube.apply(m, dry_run=True) for m in owned))
             self._verified[(namespace, name)] = generation
         applied: list[dict[str, Any]] = []
         for manifest in owned:
