@@ -17,10 +17,10 @@ from kmock import Server
 from kmock_cluster import Cluster
 from operator_harness import NAMESPACE, RunningOperator, StartOperator, kubeconfig_for
 
-from tokenfleet.controller.handlers import Credentials, Options, build_registry
+from tokenfleet.controller.handlers import Credentials, Drift, Options, build_registry
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.metrics import Metrics
-from tokenfleet.controller.reconcile import Pipeline, Reconciler
+from tokenfleet.controller.reconcile import Pipeline, Policy, Reconciler
 
 
 @pytest.fixture
@@ -49,6 +49,8 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
         *,
         peering: str | None = None,
         priority: int = 0,
+        step_seconds: float | None = None,
+        policy: Policy | None = None,
         **options: Any,
     ) -> RunningOperator:
         credentials = Credentials()
@@ -57,8 +59,15 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
             Metrics(),
             pipeline or Pipeline.default(),
         )
-        registry = build_registry(reconciler, credentials, Options(**options))
+        if policy is not None:
+            reconciler.policy = policy
+        if step_seconds is not None:
+            reconciler.step_seconds = step_seconds
+        opts = Options(**options)
+        drift = Drift(reconciler, opts.resync_seconds, opts.recheck_seconds)
+        registry = build_registry(reconciler, credentials, opts, drift)
         handle = RunningOperator(reconciler, registry, peering, priority)
+        handle.drift = drift
         running.append(handle)
         await handle.start()
         return handle

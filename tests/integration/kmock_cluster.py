@@ -62,6 +62,8 @@ class Fault:
     status: int
     times: int
     message: str
+    dry_run: bool | None = None  # None: any request; True / False: only (non-)dry-runs
+    drop: bool = False  # close the connection without an answer instead
 
 
 @attrs.define(kw_only=True)
@@ -74,6 +76,11 @@ class Cluster(KubernetesEmulator):
     _applied: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict, init=False)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
     writes: list[tuple[str, str]] = attrs.field(factory=list, init=False)  # (method, path)
+    _gates: list[tuple[str, re.Pattern[str], asyncio.Event, bool | None]] = attrs.field(
+        factory=list, init=False
+    )
+    _watchers: set[asyncio.Task[Any]] = attrs.field(factory=set, init=False)
+    held: int = attrs.field(default=0, init=False)  # requests waiting on a hold() gate now
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -97,10 +104,39 @@ class Cluster(KubernetesEmulator):
         self.declare(key, kind, status)
 
     def fail(
-        self, method: str, path: str, status: int, times: int = 1, message: str = "injected"
+        self,
+        method: str,
+        path: str,
+        status: int,
+        times: int = 1,
+        message: str = "injected",
+        *,
+        dry_run: bool | None = None,
+        drop: bool = False,
     ) -> None:
-        """The next `times` requests with this method and a path matching `path` fail."""
-        self._faults.append(Fault(method.upper(), re.compile(path), status, times, message))
+        """The next `times` requests with this method and a path matching `path` fail
+        (only dry-runs, or only real writes, when dry_run says so; drop: the connection
+        is closed without an answer, as by a load balancer)."""
+        fault = Fault(method.upper(), re.compile(path), status, times, message, dry_run, drop)
+        self._faults.append(fault)
+
+    def hold(self, method: str, path: str, *, dry_run: bool | None = None) -> asyncio.Event:
+        """Requests with this method and path (dry-runs or not, when dry_run says) wait,
+        unanswered, until the event is set."""
+        gate = asyncio.Event()
+        self._gates.append((method.upper(), re.compile(path), gate, dry_run))
+        return gate
+
+    def cut_watches(self) -> int:
+        """End every open watch stream now (an apiserver restart, a load balancer's idle
+        timeout); clients must resume from their last resourceVersion. Returns how many."""
+        tasks = [t for t in self._watchers if not t.done()]
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
+
+    def clear_faults(self) -> None:
+        self._faults.clear()
 
     def get(self, key: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         k = (resource(key), namespace, name)
@@ -125,12 +161,39 @@ class Cluster(KubernetesEmulator):
         if request.resource is None or request.action is None or not request.resource.plural:
             return await apps.RawHandler._handle(self, request)  # discovery, /version
         method, path = str(request.method.value).upper(), request.url.path
+        dry_run = request.params.get("dryRun") == "All"
+        for gate_method, gate_path, gate, gate_dry in self._gates:
+            if (
+                gate_method == method
+                and gate_path.search(path)
+                and gate_dry in (None, dry_run)
+                and not gate.is_set()
+            ):
+                self.held += 1
+                try:
+                    await gate.wait()
+                finally:
+                    self.held -= 1
         for fault in self._faults:
-            if fault.times > 0 and fault.method == method and fault.path.search(path):
+            if (
+                fault.times > 0
+                and fault.method == method
+                and fault.path.search(path)
+                and fault.dry_run in (None, dry_run)
+            ):
                 fault.times -= 1
+                if fault.drop:
+                    request._raw_request.transport.close()
+                    raise ConnectionResetError("injected: connection dropped")
                 return await self._render_error(
                     KubernetesError(status=fault.status, reason="Injected", message=fault.message)
                 )
+        if request.action in (action.CREATE, action.UPDATE) and isinstance(request.data, dict):
+            problem = validate_object(request.resource.plural, request.data)
+            if problem is not None:
+                return await self._render_error(KubernetesError(*problem))
+            if dry_run:  # validated, nothing stored, no event (dryRun=All)
+                return aiohttp.web.json_response(copy.deepcopy(request.data))
         # Served directly rather than through kmock's reaction DSL, whose matching looks at
         # the whole request history and turns quadratic over a 500-object benchmark.
         try:
@@ -165,6 +228,9 @@ class Cluster(KubernetesEmulator):
         timeout = float(request.params.get("timeoutSeconds") or 0) or None
         bus = self._buses[request.resource]
         marker = None
+        task = asyncio.current_task()
+        if task is not None:
+            self._watchers.add(task)
         try:
             async with asyncio.timeout(timeout):
                 async with self._lock:
@@ -197,15 +263,20 @@ class Cluster(KubernetesEmulator):
         except (TimeoutError, ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
+            self._watchers.discard(task)  # type: ignore[arg-type]
             if marker is not None:
                 await bus.unmark(marker)
         return response
 
     async def _serve_list(self, request: Any) -> Any:
+        selector = _label_selector(request.params.get("labelSelector") or "")
         items = [
             obj.raw
             for (res, ns, _), obj in self.objects.items()
-            if res == request.resource and not obj.deleted and request.namespace in (None, ns)
+            if res == request.resource
+            and not obj.deleted
+            and request.namespace in (None, ns)
+            and selector.items() <= ((obj.raw.get("metadata") or {}).get("labels") or {}).items()
         ]
         return {"metadata": {"resourceVersion": str(self._last_rv)}, "items": items}
 
@@ -255,6 +326,9 @@ class Cluster(KubernetesEmulator):
         if request.action == action.DELETE:
             if not exists:
                 raise KubernetesError(404, "NotFound", f"{res.plural} {request.name!r} not found")
+            uid = ((data.get("preconditions") if isinstance(data, dict) else None) or {}).get("uid")
+            if uid and uid != self.objects[key].raw.get("metadata", {}).get("uid"):
+                raise KubernetesError(409, "Conflict", f"precondition failed: UID in {uid}")
             return self._delete(key)
         if APPLY in content_type:
             return self._apply(key, data, request.params.get("fieldManager", ""), exists)
@@ -342,6 +416,51 @@ class Cluster(KubernetesEmulator):
         else:
             self.objects[key] = raw
         return key[0], {"type": kind, "object": copy.deepcopy(raw)}
+
+
+LABEL_NAME = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+QUANTITY = re.compile(
+    r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][0-9]+)?$"
+)
+
+
+def validate_object(plural: str, obj: dict[str, Any]) -> tuple[int, str, str] | None:
+    """The few apiserver validations the operator's inputs can trip (status, reason,
+    message naming the field, as the apiserver words them), and the 500 a duplicate env
+    name caused on a real apiserver's server-side apply."""
+    spec = obj.get("spec") or {}
+    templates = [("metadata", obj.get("metadata") or {})]
+    pod = (spec.get("template") or {}) if plural == "deployments" else {}
+    if pod:
+        templates.append(("spec.template.metadata", pod.get("metadata") or {}))
+    for where, meta in templates:
+        for key, value in (meta.get("labels") or {}).items():
+            name = key.rpartition("/")[2]
+            if not name or len(name) > 63 or not LABEL_NAME.match(name):
+                return 422, "Invalid", f"{where}.labels: Invalid value: {key!r}: name part"
+            if len(str(value)) > 63 or not LABEL_NAME.match(str(value)):
+                return 422, "Invalid", f"{where}.labels: Invalid value: {value!r}"
+    for i, container in enumerate((pod.get("spec") or {}).get("containers") or []):
+        field = f"spec.template.spec.containers[{i}]"
+        for kind, quantities in (container.get("resources") or {}).items():
+            for res, value in (quantities or {}).items():
+                if not QUANTITY.match(str(value)):
+                    return 422, "Invalid", f"{field}.resources.{kind}[{res}]: Invalid value"
+        names = [e.get("name") for e in container.get("env") or []]
+        if len(names) != len(set(names)):
+            return 500, "InternalError", "failed to create typed patch object: duplicate entries"
+    if plural == "persistentvolumeclaims":
+        size = str(((spec.get("resources") or {}).get("requests") or {}).get("storage", ""))
+        if not QUANTITY.match(size) or float(re.match(r"^[0-9.]*", size).group() or 0) <= 0:
+            field = "spec.resources.requests[storage]"
+            return 422, "Invalid", f"{field}: Invalid value: {size!r}: must be greater than zero"
+    return None
+
+
+def _label_selector(text: str) -> dict[str, str]:
+    """Equality-based label selectors (k=v,k2=v2), the form the operator sends."""
+    pairs = [part.split("=", 1) for part in text.split(",") if "=" in part]
+    return {k.strip().rstrip("="): v.strip() for k, v in pairs}
 
 
 def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:

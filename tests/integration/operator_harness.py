@@ -42,6 +42,7 @@ class RunningOperator:
         self.priority = priority
         self.reconciler = reconciler
         self.metrics = reconciler.metrics
+        self.drift: Any = None  # the Drift of its registry, when the fixture passed one
         self.ready = threading.Event()
         self.stop_flag = threading.Event()
         self.error: BaseException | None = None

@@ -6,7 +6,10 @@ them). A verb the code calls that the Role lacks fails; so does a granted verb n
 
 The scenario touches every path that talks to the API: a Deployment with a model-cache PVC,
 a Service, a PDB and a PodMonitor; a LeaderWorkerSet; a ConfigMap read; status writes;
-kopf's annotations, events and peering; an edit of an owned object (drift -> re-apply).
+kopf's annotations, events and peering; an edit of an owned object (drift -> re-apply);
+a prune (the model-cache claim removed with retain false). Prune may delete any kind render
+produces (controller.ownership.RENDERED_KINDS): the delete grants are derived from that list,
+and the scenario shows the recorded deletes come from it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ import pytest
 import yaml
 from kmock_cluster import APPLY, LLMSERVICES, LWS, PEERINGS, PODMONITORS, Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
-from test_operator import condition, create, example
+from test_operator import PVCS, condition, create, example
+
+from tokenfleet.controller.kube import PLURALS
+from tokenfleet.controller.ownership import RENDERED_KINDS
 
 RULES = Path(__file__).resolve().parents[2] / "charts" / "tokenfleet" / "files" / "rbac-rules.yaml"
 OPERATOR_TOKEN = (
@@ -114,6 +120,25 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
         headers={"Content-Type": "application/merge-patch+json"},
     )  # fmt: skip
     assert response.status < 300
+    # Prune: the claim opted out of retention, then storage removed -> the claim is deleted.
+    llms_path = f"/apis/tokenfleet.dev/v1alpha1/namespaces/{NAMESPACE}/llmservices/llama-3-1-8b"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    storage = {"spec": {"storage": {"size": "50Gi", "retain": False}}}
+    assert (await cluster.patch(llms_path, json=storage, headers=merge)).status < 300
+
+    def retain_off() -> bool:
+        found = cluster.get(PVCS, NAMESPACE, "llama-3-1-8b-model-cache") or {}
+        annotations = found.get("metadata", {}).get("annotations", {})
+        return bool(annotations.get("tokenfleet.dev/retain") == "false")
+
+    await eventually(retain_off, what="the claim's retain policy")
+    removed = {"spec": {"storage": None}}
+    assert (await cluster.patch(llms_path, json=removed, headers=merge)).status < 300
+    await eventually(lambda: ("", "persistentvolumeclaims", "delete") in recorded, what="prune")
+    prunable = {(api.rpartition("/")[0], PLURALS[kind], "delete") for api, kind in RENDERED_KINDS}
+    deletes = {grant for grant in recorded if grant[2] == "delete"}
+    assert deletes <= prunable, f"deletes outside what prune may touch: {deletes - prunable}"
+    recorded |= prunable
     grants = chart_grants()
     # kopf's own writes (annotations, events) follow our handler: wait for them; a verb
     # never used times out here and is named by the assertion below.

@@ -131,6 +131,9 @@ class LLMServiceStatus(StatusModel):
     plan: PlanStatus | None = None
     endpoint: str | None = None
     """In-cluster OpenAI base URL (http://NAME.NAMESPACE.svc:PORT/v1)."""
+    retained_claims: list[str] = Field(default_factory=list)
+    """Model-cache PVCs kept (spec.storage.retain) after spec.storage was removed; delete
+    them by hand when the cached weights are no longer wanted."""
     autoscaling: AutoscalingStatus | None = None
     latest_ttft_ms: float | None = None
     """Latest observed TTFT at slo.quantile, milliseconds."""

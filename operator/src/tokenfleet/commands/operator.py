@@ -59,6 +59,29 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         default=600.0,
         help="re-reconcile every LLMService this often even without events (default: 600)",
     )
+    p.add_argument(
+        "--allow-image",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="only run engine images starting with PREFIX, e.g. 'vllm/vllm-openai:' "
+        "(repeatable; default: any image)",
+    )
+    p.add_argument(
+        "--allow-service-account",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only let engine pods use this service account when spec.podTemplate sets "
+        "one (repeatable; default: any)",
+    )
+    p.add_argument(
+        "--metrics-address",
+        default="0.0.0.0",
+        metavar="ADDR",
+        help="address the metrics server binds (default: %(default)s; 127.0.0.1 keeps "
+        "it node-local)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     p.add_argument(
         "--log-level",
@@ -193,7 +216,7 @@ def run(args: Any) -> int:
     from tokenfleet.controller.kube import KubeClient
     from tokenfleet.controller.metrics import Metrics
     from tokenfleet.controller.peering import watch_peering
-    from tokenfleet.controller.reconcile import Pipeline, Reconciler
+    from tokenfleet.controller.reconcile import Pipeline, Policy, Reconciler
 
     try:
         images, overlaid = load_settings(args)
@@ -212,7 +235,7 @@ def run(args: Any) -> int:
     metrics = Metrics()
     if args.metrics_port:
         try:
-            metrics.serve(args.metrics_port)
+            metrics.serve(args.metrics_port, args.metrics_address)
         except OSError as error:
             print(
                 f"error: --metrics-port {args.metrics_port}: {error.strerror}; "
@@ -223,7 +246,8 @@ def run(args: Any) -> int:
     credentials = Credentials()
     pipeline = Pipeline.default()
     pipeline.render = functools.partial(render.all, images=images)
-    reconciler = Reconciler(KubeClient(credentials.current), metrics, pipeline)
+    policy = Policy(tuple(args.allow_image), tuple(args.allow_service_account))
+    reconciler = Reconciler(KubeClient(credentials.current), metrics, pipeline, policy=policy)
     registry = build_registry(reconciler, credentials, Options(resync_seconds=args.resync_seconds))
     if not args.standalone:
         watch_peering(registry, reconciler.kube, args.peering, clusterwide=not args.namespace)
