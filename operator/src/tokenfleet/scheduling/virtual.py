@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
+from tokenfleet.scheduling.lazy import LazyScheduler
 
 Shape = tuple[int, int]  # (prompt tokens, output tokens)
 # Every run stops after `max_steps` scheduler steps (or fast-forwards), whatever its input:
@@ -81,8 +82,15 @@ class _Run:
         timer: StepTimer,
         slo: tuple[float, float] | None,
         overhead: float = 0.0,
+        exact: bool = False,
     ) -> None:
-        self.scheduler = Scheduler(config, timer, record_token_times=False)
+        # The lazy scheduler takes the same decisions at a fraction of the cost; `exact`
+        # runs the eager one (tests compare the two).
+        self.scheduler: Scheduler = (
+            Scheduler(config, timer, record_token_times=False)
+            if exact
+            else LazyScheduler(config, timer)
+        )
         self.pending: list[tuple[float, int, SimRequest]] = []
         self.finished: list[SimRequest] = []
         self.itl: list[tuple[float, float]] = []  # (gap seconds, tokens that saw it)
@@ -188,10 +196,11 @@ def closed_loop(
     slo: tuple[float, float] | None = None,
     max_steps: int = 200_000,
     request_overhead: float = 0.0,
+    exact: bool = False,
 ) -> LoadStats:
     """`concurrency` clients, back to back. The first `concurrency` requests to finish are
     warm-up; the next `measured` are counted."""
-    run = _Run(config, timer, slo, request_overhead)
+    run = _Run(config, timer, slo, request_overhead, exact)
     c = max(1, concurrency)
     prompt, out = shapes[0]
     # Stagger the clients over one request's estimated latency so finishes spread out as in a
@@ -239,6 +248,7 @@ def open_loop(
     warmup: int | None = None,
     request_overhead: float = 0.0,
     give_up_below: float | None = None,
+    exact: bool = False,
 ) -> LoadStats:
     """Poisson arrivals at `rate` req/s. The first `warmup` requests (default 20%) fill the
     replica and are not counted: give at least the expected number in flight (rate x
@@ -246,7 +256,7 @@ def open_loop(
     over the measured window. With an `slo` and `give_up_below`, the run stops as soon as
     so many measured requests missed the SLO that the attainment cannot reach it (the
     returned attainment is then an upper bound below the target)."""
-    run = _Run(config, timer, slo, request_overhead)
+    run = _Run(config, timer, slo, request_overhead, exact)
     rng = random.Random(seed)
     at = 0.0
     arrivals: list[SimRequest] = []
@@ -316,10 +326,11 @@ def offline(
     requests: int,
     max_steps: int = 400_000,
     request_overhead: float = 0.0,
+    exact: bool = False,
 ) -> LoadStats:
     """Every request sent at once (`--request-rate inf`, offline throughput): tokens over
     the makespan. TTFT here is queueing, as the benchmarks that run it say."""
-    run = _Run(config, timer, None, request_overhead)
+    run = _Run(config, timer, None, request_overhead, exact)
     arrivals = [run.arrive(0.0, shapes[i % len(shapes)]) for i in range(requests)]
     steps = 0
     while (run.pending or not run.scheduler.idle) and steps < max_steps:
