@@ -316,26 +316,29 @@ class LazyScheduler(Scheduler):
         heap = self._finish
         while heap and ((entry := self._lazy.get(heap[0][2])) is None or entry[3] != heap[0][1]):
             heapq.heappop(heap)
-        steps = min(cfg.max_model_len, heap[0][0] - self.tick)
-        if steps < 2:
+        steps = heap[0][0] - self.tick
+        if steps > cfg.max_model_len:
+            steps = cfg.max_model_len
+        if steps < 2 or (until is not None and until <= now):
             return None
-        if self._blocks_over(steps) > self.free_blocks:
+        blocks = self._blocks_over(steps)
+        if blocks > self.free_blocks:
             return None
         context = self._context_base + n * self.tick
         first = self.timer.step_seconds(0, n, context)
         last = self.timer.step_seconds(0, n, context + (steps - 1) * n)
         slope = (last - first) / (steps - 1)
         if until is not None:
-            left = until - now
-            if left <= 0:
+            cut = self._steps_before(steps, first, slope, until - now)
+            if cut < 2:
                 return None
-            steps = self._steps_before(steps, first, slope, left)
-            if steps < 2:
-                return None
+            if cut < steps:
+                steps = cut
+                blocks = self._blocks_over(steps)
             last = first + slope * (steps - 1)
         duration = steps * (first + last) / 2
         end = now + duration
-        self.free_blocks -= self._blocks_over(steps)
+        self.free_blocks -= blocks
         self.tick += steps
         self._last_end = end
         finished = self._pop_finished(end)
