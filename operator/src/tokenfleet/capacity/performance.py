@@ -23,6 +23,7 @@ from tokenfleet.capacity.kernels import (
     MOE_BANDWIDTH_SCALE,
     MOE_COMPUTE_SCALE,
     MOE_LAYER_LATENCY_S,
+    RAMP_ROWS,
     SINK_FALLBACK,
     STEP_OVERHEAD_S,
     format_of,
@@ -130,9 +131,13 @@ class StepModel:
         bw: float = self._bw  # type: ignore[attr-defined]
         peak: float = self._peak  # type: ignore[attr-defined]
         memory_s = (self.dense_bytes + self._kv_read(decode_seqs, decode_context_tokens)) / bw
-        compute_s = self.dense_flops_per_token * tokens / (peak * ramp(tokens))
+        # ramp(rows) = rows / (rows + RAMP_ROWS), inlined: this is plan()'s hottest call.
+        compute_s = self.dense_flops_per_token * tokens / (peak * tokens / (tokens + RAMP_ROWS))
         sampling = decode_seqs + (prefill_seqs if prefill_tokens else 0)
-        compute_s += self.head_flops_per_seq * sampling / (peak * ramp(sampling))
+        if sampling > 0:
+            compute_s += (
+                self.head_flops_per_seq * sampling / (peak * sampling / (sampling + RAMP_ROWS))
+            )
         if self.moe_layers:
             touched = self._touched_experts(tokens)
             memory_s += self.moe_layers * touched * self.expert_bytes / (bw * MOE_BANDWIDTH_SCALE)

@@ -32,7 +32,7 @@ import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 class StepTimer(Protocol):
@@ -90,8 +90,9 @@ class SimRequest:
         return self.finished_at is not None
 
 
-@dataclass(frozen=True)
-class ScheduledStep:
+# The three records below are NamedTuples, not frozen dataclasses: immutable all the same,
+# and built four times faster (plan()'s virtual runs make one or two per event).
+class ScheduledStep(NamedTuple):
     start: float
     duration: float
     work: tuple[tuple[SimRequest, int], ...]  # (request, tokens computed for it this step)
@@ -109,8 +110,7 @@ class ScheduledStep:
         return self.prefill_tokens + self.decode_seqs
 
 
-@dataclass(frozen=True)
-class FastForward:
+class FastForward(NamedTuple):
     """`steps` pure decode steps of `decode_seqs` sequences run at once (Scheduler.fast_forward)."""
 
     start: float
@@ -123,8 +123,7 @@ class FastForward:
     finished: tuple[SimRequest, ...] = ()  # reached their last token in the last step
 
 
-@dataclass(frozen=True)
-class StepOutcome:
+class StepOutcome(NamedTuple):
     end: float
     sampled: tuple[SimRequest, ...]  # requests that produced one output token this step
     finished: tuple[SimRequest, ...]
