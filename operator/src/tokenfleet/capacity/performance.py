@@ -156,7 +156,8 @@ class StepModel:
             pairs = (1 - f) * pairs + f * min(pairs, prefill_tokens * self.window)
             context = (1 - f) * context + f * min(context, decode_seqs * self.window)
         attn = self.attn_flops_coeff * (pairs + context)
-        compute_s += attn / self._attn_rate  # type: ignore[attr-defined]
+        attn_rate: float = self._attn_rate  # type: ignore[attr-defined]
+        compute_s += attn / attn_rate
         return max(memory_s, compute_s) + latency_s + self.comm.seconds(tokens) + self.overhead_s
 
     def prefill_seconds(self, num_tokens: int, chunk: int | None = None) -> float:

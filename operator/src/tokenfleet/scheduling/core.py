@@ -327,11 +327,11 @@ class Scheduler:
         if until is not None:
             # Smallest m whose m steps end at or after `until`: the step after them would
             # start after the arrival, which must be admitted first.
-            left = until - now
-            if left <= 0:
+            room = until - now
+            if room <= 0:
                 return None
             a, b = slope / 2, first - slope / 2
-            m = left / first if a <= 1e-15 else (-b + math.sqrt(b * b + 4 * a * left)) / (2 * a)
+            m = room / first if a <= 1e-15 else (-b + math.sqrt(b * b + 4 * a * room)) / (2 * a)
             steps = min(steps, max(math.ceil(m - 1e-9), 1))
             if steps < 2:
                 return None

@@ -56,7 +56,7 @@ class LazyScheduler(Scheduler):
         self.eager_steps = 0  # steps that took the eager path (tests check both paths run)
 
     # -- the running set, as the eager code and readers see it ------------------------------
-    @property  # type: ignore[override]
+    @property
     def running(self) -> list[SimRequest]:
         if self._eager_mode:
             return self._eager

@@ -17,6 +17,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
 from tokenfleet.scheduling.lazy import LazyScheduler
@@ -151,19 +152,7 @@ class _Run:
             if r.output_tokens > 1
         )
         e2e = [r.finished_at - r.arrival + extra for r in measured]  # type: ignore[operator]
-        good = len(measured)
-        if self.slo is not None:
-            ttft_slo, tpot_slo = self.slo
-            good = sum(
-                1
-                for r in measured
-                if r.first_token_at - r.arrival + extra <= ttft_slo  # type: ignore[operator]
-                and (
-                    r.output_tokens <= 1
-                    or (r.last_token_at - r.first_token_at) / (r.output_tokens - 1)  # type: ignore[operator]
-                    <= tpot_slo
-                )
-            )
+        good = len([r for r in measured if self.meets_slo(r)])
         n = len(measured)
         rps = n / window if window > 0 else 0.0
         out = sum(r.output_tokens for r in measured) / max(n, 1)
@@ -232,7 +221,7 @@ def closed_loop(
     # (A window count would depend on where the clients' phases fall.)
     if not counted:
         return run.stats([], 0.0, saturated=True)
-    e2e = sum(r.finished_at - r.arrival for r in counted) / len(counted)  # type: ignore[operator]
+    e2e = sum(cast(float, r.finished_at) - r.arrival for r in counted) / len(counted)
     return run.stats(counted, len(counted) * (e2e + request_overhead) / c, saturated=False)
 
 
