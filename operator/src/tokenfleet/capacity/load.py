@@ -36,6 +36,7 @@ OPEN_MEASURED = 64  # Poisson arrivals counted per open-loop run, after the warm
 GOODPUT_ATTAINMENT = 0.95  # share of requests within SLO: spec.slo.quantile's default
 BISECTION_STEPS = 4  # the first guess, then up to 3 halvings of its bracket ...
 RESOLUTION = 0.12  # ... stopping once the capacity is known to within 12%
+GUESS_OF_SATURATION = 0.8
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,11 @@ def predict_under_load(
     one = at if concurrency == 1 else closed(timer, replica, 1, input_tokens, output_tokens)
     meets = at.ttft_p95 <= ttft_slo_s and at.tpot_p95 <= tpot_slo_s
     guess = at.requests_per_second * (0.9 if meets else 0.5)
+    if meets:
+        # Meeting the SLO at the target concurrency, the capacity is usually near the
+        # saturation throughput: look there first rather than climbing from the target's
+        # rate (each run passed on the way is a full one).
+        guess = max(guess, GUESS_OF_SATURATION * saturation)
     rate, good = goodput_capacity(
         timer,
         replica,
