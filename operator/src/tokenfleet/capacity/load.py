@@ -178,12 +178,14 @@ def goodput_capacity(
     ceiling_rps: float,
     guess_rps: float,
     one: LoadStats,
+    probe_rps: float | None = None,
 ) -> tuple[float, LoadStats | None]:
     """Highest open-loop rate (req/s) at which GOODPUT_ATTAINMENT of the requests meet both
     SLOs, and the run at that rate. `ceiling_rps`: a rate the replica cannot sustain (the top
     of the search); `guess_rps`: where to look first (the closed-loop rate at the target
     concurrency when that meets the SLO); `one`: a lone request's run (if even it misses the
-    SLO, the capacity is 0 without a search)."""
+    SLO, the capacity is 0 without a search); `probe_rps`: where to look next when the guess
+    passes (default 1.6 x the guess)."""
     slo = (ttft_slo_s, tpot_slo_s)
     if one.ttft_p50 > ttft_slo_s or one.tpot_p50 > tpot_slo_s:
         return 0.0, None
@@ -202,7 +204,8 @@ def goodput_capacity(
     guess = min(max(guess_rps, 0.05 * ceiling_rps), 0.9 * ceiling_rps)
     stats = run(guess)
     if ok(stats):
-        lo, best, hi = guess, stats, min(ceiling_rps, guess * 1.6)
+        up = guess * 1.6 if probe_rps is None or probe_rps <= guess else probe_rps
+        lo, best, hi = guess, stats, min(ceiling_rps, up)
         probe = run(hi)
         if ok(probe):  # the guess was far too low: search the rest of the range
             lo, best, hi = hi, probe, ceiling_rps
@@ -244,11 +247,12 @@ def predict_under_load(
     one = at if concurrency == 1 else closed(timer, replica, 1, input_tokens, output_tokens)
     meets = at.ttft_p95 <= ttft_slo_s and at.tpot_p95 <= tpot_slo_s
     guess = at.requests_per_second * (0.9 if meets else 0.5)
-    if meets:
+    probe = None
+    if meets and GUESS_OF_SATURATION * saturation > guess:
         # Meeting the SLO at the target concurrency, the capacity is usually near the
-        # saturation throughput: look there first rather than climbing from the target's
-        # rate (each run passed on the way is a full one).
-        guess = max(guess, GUESS_OF_SATURATION * saturation)
+        # saturation throughput: look just below it, then at it, rather than climbing from
+        # the target's rate (each passing run on the way is a full one).
+        guess, probe = GUESS_OF_SATURATION * saturation, saturation
     rate, good = goodput_capacity(
         timer,
         replica,
@@ -259,6 +263,7 @@ def predict_under_load(
         saturation * 1.5,  # the closed-loop estimate runs in lockstep groups: leave room
         guess,
         one,
+        probe,
     )
     # A rate the replica sustains is below its saturation throughput by definition.
     saturation = max(saturation, rate)
