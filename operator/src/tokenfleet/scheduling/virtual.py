@@ -7,7 +7,9 @@
 
 Both return percentiles of TTFT, TPOT and ITL and the throughput over the measured window.
 Decode stretches between events are fast-forwarded (Scheduler.fast_forward), so a run of a
-few hundred requests costs a few thousand scheduler steps, not hundreds of thousands.
+few hundred requests costs a few thousand scheduler steps, not hundreds of thousands; and
+the runs step the LazyScheduler (scheduling/lazy.py), whose steps cost O(prefilling and
+finishing requests) instead of O(running ones), with the same decisions.
 """
 
 from __future__ import annotations
