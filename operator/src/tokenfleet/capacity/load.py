@@ -28,7 +28,8 @@ from tokenfleet.capacity.types import Prediction
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
 from tokenfleet.scheduling.virtual import LoadStats, closed_loop, open_loop
 
-# Running requests simulated individually (cost grows with its square). Lockstep groups
+# Running requests simulated individually (a run costs about linearly in it with the lazy
+# scheduler: arrivals, prefills and finishes are the events). Lockstep groups
 # prefill together, which stretches TTFT by up to w prefills: keep w = 1 at common loads.
 MAX_SIMULATED = 64
 CLOSED_MEASURED = 32  # requests counted after one warm-up wave (a steady closed loop)
