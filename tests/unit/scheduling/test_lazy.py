@@ -120,3 +120,29 @@ def test_reading_the_running_set_brings_decoders_up_to_date() -> None:
     assert [r.output_tokens for r in lazy.running] == []  # all finished at the jump's end
     assert [r.output_tokens for r in jump.finished] == [50, 50, 50]
     assert lazy.idle and lazy.free_blocks == config.num_blocks
+
+
+def test_aborting_a_decoder_frees_its_blocks_and_leaves_the_others_on_time() -> None:
+    config = CONFIGS["roomy"]
+    arrivals = [(0.0, 100, 50), (0.0, 120, 60), (0.0, 140, 70)]
+    eager = Scheduler(config, RooflineTimer(), record_token_times=False)
+    lazy = LazyScheduler(config, RooflineTimer())
+    done = []
+    for scheduler in (eager, lazy):
+        requests = [SimRequest(f"r{i}", p, o, at) for i, (at, p, o) in enumerate(arrivals)]
+        for request in requests:
+            scheduler.add(request)
+        now = 0.0
+        for _ in range(10):  # prefill, then nine decode steps one by one
+            now = scheduler.complete(scheduler.schedule(now)).end  # type: ignore[arg-type]
+        scheduler.abort(requests[1])
+        assert requests[1].state == "aborted" and requests[1].output_tokens == 10
+        while not scheduler.idle:
+            jump = scheduler.fast_forward(now)
+            if jump is not None:
+                now = jump.end
+                continue
+            now = scheduler.complete(scheduler.schedule(now)).end  # type: ignore[arg-type]
+        assert scheduler.free_blocks == config.num_blocks
+        done.append([(r.finished_at, r.output_tokens) for r in requests])
+    assert done[0] == done[1]
