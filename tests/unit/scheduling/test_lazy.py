@@ -2,8 +2,9 @@
 
 Both are driven through the same arrivals, with fast-forward, on configurations that reach
 every path: plain decode, chunked prefill cut by the token budget, a budget below the batch
-cap, KV exhaustion (preemption and recompute), max_model_len
-caps, block size 1 (SGLang's pages). Every request's timestamps must be identical, and so
+cap, KV exhaustion (preemption and recompute), max_model_len caps, block size 1 (SGLang's
+pages), prefill batches the decodes wait for (SGLang's policy). Every request's timestamps
+must be identical, and so
 must the load runs' statistics.
 """
 
@@ -46,6 +47,9 @@ CONFIGS = {
     "kv-bound": SchedulerConfig(12_000, 64, 2048, 4096),
     "small-budget": SchedulerConfig(100_000, 64, 48, 2048),  # budget < max-num-seqs
     "pages-of-one": SchedulerConfig(9_000, 16, 8192, 1000, block_size=1),
+    # SGLang's policy: prefill batches apart from decode ones.
+    "prefill-batches": SchedulerConfig(60_000, 64, 2048, 4096, block_size=1, mixed_prefill=False),
+    "prefill-batches-kv-bound": SchedulerConfig(12_000, 64, 1024, 4096, mixed_prefill=False),
 }
 SHAPES = [(100, 50), (700, 400), (30, 5), (1500, 300), (12, 600)]
 

@@ -143,6 +143,9 @@ class LazyScheduler(Scheduler):
         size = cfg.block_size
         n = len(self._lazy)
         budget = cfg.max_num_batched_tokens
+        prefill_only = not cfg.mixed_prefill and self._lazy_prefill_pending()
+        if prefill_only:
+            n = 0  # SGLang's prefill batch: the decoders wait, untouched (no tick)
         lazy_blocks = self._phase[self.tick % size] if n else 0
         # Plan the active requests' pieces (in running order, after the decoders) without
         # touching anything, then check the eager scheduler would have done the same.
@@ -156,6 +159,8 @@ class LazyScheduler(Scheduler):
                 capped_order = self._orders[request]
                 break
             want = request.prompt_tokens + request.output_tokens - request.num_computed
+            if prefill_only and want == 1 and request.output_tokens > 0:
+                continue  # a (materialised) decoder waits for the prefill batch
             full += want
             new = min(want, left)
             if new < want:
@@ -164,7 +169,8 @@ class LazyScheduler(Scheduler):
             blocks += max(need, 0)
             plan.append((request, new, need))
             left -= new
-        order_safe = capped_order is None or capped_order > self._lazy_max_order
+        # Decoders after a capped piece would be cut off; in a prefill batch they wait anyway.
+        order_safe = prefill_only or capped_order is None or capped_order > self._lazy_max_order
         if left < 0 or blocks > self.free_blocks or not (order_safe or full <= budget):
             return self._eager_schedule(now)
 
@@ -188,13 +194,15 @@ class LazyScheduler(Scheduler):
                 prefill += new
                 pairs += new * new / 2 + new * computed
         budget = left
-        while self.waiting and budget > 0 and n + len(self._active) < cfg.max_num_seqs:
+        running = len(self._lazy) + len(self._active)
+        while self.waiting and budget > 0 and running < cfg.max_num_seqs:
             request = self.waiting[0]
             new = min(request.num_tokens - request.num_computed, budget)
             if not self._allocate(request, new):
                 break
             self.waiting.popleft()
             self._active.append(request)
+            running += 1
             self._orders[request] = self._order
             self._order += 1
             request.state = "running"
@@ -208,6 +216,19 @@ class LazyScheduler(Scheduler):
             return None
         duration = self.timer.step_seconds(prefill, decode_seqs, decode_context, pairs)
         return ScheduledStep(now, duration, tuple(work), prefill, decode_seqs, decode_context, ())
+
+    def _lazy_prefill_pending(self) -> bool:
+        """Scheduler._prefill_pending without materialising: decoders never prefill. (Its
+        own name: the eager code, run in eager mode, calls the eager one.)"""
+        cfg = self.config
+        for request in self._active:
+            if request.output_tokens == 0 or request.num_computed != request.num_tokens - 1:
+                return cfg.piece_fits(request, cfg.max_num_batched_tokens, self.free_blocks)
+        return bool(
+            self.waiting
+            and len(self._lazy) + len(self._active) < cfg.max_num_seqs
+            and cfg.piece_fits(self.waiting[0], cfg.max_num_batched_tokens, self.free_blocks)
+        )
 
     def _eager_schedule(self, now: float) -> ScheduledStep | None:
         """Preemption ahead, or the budget may cut a decoder off: run the eager code."""
@@ -250,8 +271,9 @@ class LazyScheduler(Scheduler):
             self._leave_eager_mode()
             return outcome
         end = step.end
-        self.tick += 1
-        self._last_end = end
+        if step.decode_seqs:  # the decoders took their token (not in a prefill batch)
+            self.tick += 1
+            self._last_end = end
         sampled: list[SimRequest] = []
         finished: list[SimRequest] = []
         max_len = self.config.max_model_len
@@ -309,9 +331,8 @@ class LazyScheduler(Scheduler):
         if not n or self._active or n > cfg.max_num_batched_tokens:
             return None
         if self.waiting and n < cfg.max_num_seqs:
-            head = self.waiting[0]
-            new = min(head.num_tokens - head.num_computed, cfg.max_num_batched_tokens - n)
-            if -(-(head.num_computed + new) // cfg.block_size) - head.blocks <= self.free_blocks:
+            budget = cfg.max_num_batched_tokens - (n if cfg.mixed_prefill else 0)
+            if cfg.piece_fits(self.waiting[0], budget, self.free_blocks):
                 return None
         heap = self._finish
         while heap and ((entry := self._lazy.get(heap[0][2])) is None or entry[3] != heap[0][1]):
