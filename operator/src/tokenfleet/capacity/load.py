@@ -75,6 +75,7 @@ class Replica:
     max_num_batched_tokens: int
     max_model_len: int
     block_size: int = 16  # vLLM's; SGLang pages by 1 token
+    mixed_prefill: bool = True  # vLLM V1's; SGLang runs prefill batches apart (core.py)
 
 
 def lockstep(
@@ -90,6 +91,7 @@ def lockstep(
         max_num_batched_tokens=max(1, replica.max_num_batched_tokens // w),
         max_model_len=min(replica.max_model_len, kv // replica.block_size * replica.block_size),
         block_size=replica.block_size,
+        mixed_prefill=replica.mixed_prefill,
     )
     return (ScaledTimer(timer, w) if w > 1 else timer), config, w
 
