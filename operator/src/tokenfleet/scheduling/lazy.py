@@ -363,9 +363,10 @@ class LazyScheduler(Scheduler):
         self.tick += steps
         self._last_end = end
         finished = self._pop_finished(end)
-        finished.sort(key=self._orders.__getitem__)
-        for request in finished:
-            self._orders.pop(request, None)
+        if finished:
+            finished.sort(key=self._orders.__getitem__)
+            for request in finished:
+                self._orders.pop(request, None)
         return FastForward(now, end, steps, n, context, first, last, tuple(finished))
 
     @staticmethod
@@ -380,7 +381,10 @@ class LazyScheduler(Scheduler):
         size = self.config.block_size
         whole, part = divmod(steps, size)
         blocks = whole * len(self._lazy)
-        start = self.tick % size
-        for k in range(part):
-            blocks += self._phase[(start + k) % size]
+        if part:
+            phase, start = self._phase, self.tick % size
+            stop = start + part
+            blocks += sum(phase[start:stop])
+            if stop > size:  # the window wraps round the block
+                blocks += sum(phase[: stop - size])
         return blocks
