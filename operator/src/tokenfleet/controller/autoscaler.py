@@ -76,6 +76,10 @@ AUTOSCALER_KEYS = frozenset({"autoscaling", "latestTtftMs"})
 # spec.autoscaling.intervalSeconds' default (api/autoscaling.py), for bodies the API server
 # has not defaulted (an older CRD).
 DEFAULT_INTERVAL_SECONDS = 30.0
+NO_URL_MESSAGE = (
+    "no Prometheus URL: set spec.autoscaling.prometheus.url or run the operator with "
+    "--prometheus-url"
+)
 # After an unexpected error in a tick, wait at least this long before the next one.
 ERROR_BACKOFF_SECONDS = 5.0
 
@@ -257,6 +261,22 @@ def compose_autoscaler_status(
     return st.replace_keys(previous, AUTOSCALER_KEYS, produced)
 
 
+def compose_awaiting(obj: Mapping[str, Any], message: str, *, now: float) -> dict[str, Any] | None:
+    """Autoscaling=Unknown AwaitingMetrics with why, onto the current object (no decision)."""
+    meta = obj.get("metadata") or {}
+    enabled = ((obj.get("spec") or {}).get("autoscaling") or {}).get("enabled", False)
+    if meta.get("deletionTimestamp") or not enabled:
+        return None
+    previous = dict(obj.get("status") or {})
+    conditions = st.merge_conditions(
+        previous.get("conditions") or [],
+        [st.Condition("Autoscaling", None, "AwaitingMetrics", message)],
+        generation=int(meta.get("generation") or 0),
+        now=iso(now),
+    )
+    return {**previous, "conditions": conditions}
+
+
 class Autoscalers:
     """One loop per LLMService with spec.autoscaling.enabled; see the module docstring."""
 
@@ -281,6 +301,9 @@ class Autoscalers:
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._intervals: dict[tuple[str, str], float] = {}
         self._histories: dict[tuple[str, str], History] = {}
+        # Loops whose last tick found no plan yet: the next watch event wakes them at once
+        # instead of after a whole interval (the reconciler's first status is that event).
+        self._waiting: dict[tuple[str, str], asyncio.Event] = {}
         self._logger = logging.getLogger("tokenfleet.autoscaler")
 
     # --- loops -------------------------------------------------------------------------
@@ -295,6 +318,9 @@ class Autoscalers:
         interval = float(auto.get("intervalSeconds") or DEFAULT_INTERVAL_SECONDS)
         task = self._tasks.get(key)
         if task is not None and not task.done() and self._intervals.get(key) == interval:
+            wake = self._waiting.get(key)
+            if wake is not None:
+                wake.set()
             return
         if task is not None:
             task.cancel()
@@ -323,6 +349,7 @@ class Autoscalers:
             task.cancel()
         self._intervals.pop(key, None)
         self._histories.pop(key, None)
+        self._waiting.pop(key, None)
         self._forget_metrics(*key)
 
     async def _loop(self, key: tuple[str, str], interval: float) -> None:
@@ -338,7 +365,13 @@ class Autoscalers:
                 delay = max(interval, ERROR_BACKOFF_SECONDS)
             if self._tasks.get(key) is not me:
                 return
-            await asyncio.sleep(delay)
+            wake = self._waiting.get(key)
+            if wake is None:
+                await asyncio.sleep(delay)
+                continue
+            wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), delay)
 
     # --- one decision ------------------------------------------------------------------
 
@@ -362,8 +395,10 @@ class Autoscalers:
         predicted = ((status.get("plan") or {}).get("predicted") or {}).get(
             "goodputRequestsPerSecond"
         )
-        if predicted is None:
-            return None  # not planned (yet): the condition stays AwaitingMetrics
+        if predicted is None:  # not planned (yet): the condition stays AwaitingMetrics
+            self._waiting.setdefault(key, asyncio.Event())
+            return None
+        self._waiting.pop(key, None)
         now = self._clock()
         history = self._histories.get(key) or rebuild_history(
             status.get("autoscaling") or {}, float(predicted)
@@ -385,12 +420,21 @@ class Autoscalers:
             window_seconds=self.options.window_seconds,
         )
         url = spec.autoscaling.prometheus.url or self.options.prometheus_url
+        if url is None:
+            # A configuration gap, not an outage: say what to set, decide nothing.
+            await write_status(
+                self.kube,
+                namespace,
+                name,
+                lambda obj: compose_awaiting(obj, NO_URL_MESSAGE, now=now),
+            )
+            return None
         observation = await self._observe(query, url, now, key)
         decide = self._decide or default_decide()
         decision = decide(spec, current, observation.signals if observation else None, history, now)
         scaled = False
         if decision.desired != current.desired:
-            if decision.desired < current.desired and url is not None:
+            if decision.desired < current.desired:
                 await self._set_deletion_costs(body, query, url, now)
             try:
                 await self.kube.scale(
@@ -430,15 +474,8 @@ class Autoscalers:
         return parse_llmservice(body)
 
     async def _observe(
-        self, query: SignalsQuery, url: str | None, now: float, key: tuple[str, str]
+        self, query: SignalsQuery, url: str, now: float, key: tuple[str, str]
     ) -> Observation | None:
-        if url is None:
-            self._logger.warning(
-                "%s/%s: no Prometheus URL: set spec.autoscaling.prometheus.url or the "
-                "operator's --prometheus-url; holding",
-                *key,
-            )
-            return None
         try:
             return await self._source.signals(query, url, now)
         except PrometheusError as error:
