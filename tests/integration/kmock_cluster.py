@@ -70,6 +70,13 @@ class Fault:
     message: str
 
 
+@dataclass
+class Hold:
+    method: str
+    path: re.Pattern[str]
+    release: asyncio.Event
+
+
 @attrs.define(kw_only=True)
 class Cluster(KubernetesEmulator):
     _rv: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
@@ -80,6 +87,8 @@ class Cluster(KubernetesEmulator):
     _applied: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict, init=False)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
     writes: list[tuple[str, str]] = attrs.field(factory=list, init=False)  # (method, path)
+    _holds: list[Hold] = attrs.field(factory=list, init=False)
+    conflicts: list[str] = attrs.field(factory=list, init=False)  # paths answered 409 (stale RV)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -109,6 +118,13 @@ class Cluster(KubernetesEmulator):
         """The next `times` requests with this method and a path matching `path` fail."""
         self._faults.append(Fault(method.upper(), re.compile(path), status, times, message))
 
+    def hold(self, method: str, path: str) -> asyncio.Event:
+        """Requests with this method and a path matching `path` wait until the returned
+        event is set: a test can let another writer act inside a reconcile's window."""
+        release = asyncio.Event()
+        self._holds.append(Hold(method.upper(), re.compile(path), release))
+        return release
+
     def get(self, key: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         k = (resource(key), namespace, name)
         if k not in self.objects or self.objects[k].deleted:
@@ -132,6 +148,9 @@ class Cluster(KubernetesEmulator):
         if request.resource is None or request.action is None or not request.resource.plural:
             return await apps.RawHandler._handle(self, request)  # discovery, /version
         method, path = str(request.method.value).upper(), request.url.path
+        for hold in self._holds:
+            if hold.method == method and hold.path.search(path):
+                await hold.release.wait()
         for fault in self._faults:
             if fault.times > 0 and fault.method == method and fault.path.search(path):
                 fault.times -= 1
@@ -281,6 +300,7 @@ class Cluster(KubernetesEmulator):
             expected = (data.get("metadata") or {}).get("resourceVersion")
             current = old.get("metadata", {}).get("resourceVersion")
             if expected is not None and str(expected) != str(current):
+                self.conflicts.append(request.url.path)
                 raise KubernetesError(
                     409,
                     "Conflict",
