@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kmock_cluster import Cluster
@@ -50,7 +50,11 @@ class Source:
         if self.down:
             raise PrometheusUnreachable("connection refused (test)")
         nothing = Attainment(None, Boundary(None, None, "nodata"), None)
-        sig = self.current or Signals(at=at, reporting_replicas=1, request_rate=2.0)
+        sig = (
+            replace(self.current, at=at)
+            if self.current
+            else Signals(at=at, reporting_replicas=1, request_rate=2.0)
+        )
         return Observation(sig, nothing, nothing)
 
     async def pod_load(self, query: SignalsQuery, url: str, at: float) -> dict[str, float]:
@@ -258,3 +262,33 @@ async def test_without_a_prometheus_url_it_waits_and_says_what_to_set(
     )
     assert (cond["status"], cond["reason"]) == ("Unknown", "AwaitingMetrics")
     assert policy.calls == [] and llms(cluster, NAME)["spec"].get("replicas", 1) == 1
+
+
+async def test_the_real_policy_scales_up_on_a_load_above_the_plans_capacity(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """No stub: tokenfleet.autoscale.policy.decide, fed signals far above what the plan says
+    one replica serves, on a fleet whose one replica is ready and reporting."""
+    source = Source()
+    await start_operator(autoscaler={"source": source, "url": URL})
+    await create(cluster, autoscaled())
+    plan = await eventually(lambda: status(cluster).get("plan"), what="the plan")
+    capacity = plan["predicted"]["goodputRequestsPerSecond"]
+    source.current = Signals(
+        at=0.0, reporting_replicas=1, request_rate=10 * capacity,
+        ttft_quantile_seconds=2.0, ttft_attainment=0.5, tpot_attainment=1.0,
+        goodput=0.5 * capacity, running_per_replica=8.0, waiting_per_replica=20.0,
+        kv_usage=0.9, newest_sample_age_seconds=1.0,
+    )  # fmt: skip
+    await patch(
+        cluster,
+        f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{NAME}/status",
+        {"status": {"replicas": 1, "readyReplicas": 1}},
+    )
+    await eventually(
+        lambda: (llms(cluster, NAME)["spec"].get("replicas") or 1) > 1, what="a scale-up"
+    )
+    auto = status(cluster)["autoscaling"]
+    assert auto["desiredReplicas"] > 1 and auto.get("held") is None
+    assert auto["capacity"]["predicted"] == round(capacity, 4)
+    assert condition(cluster, NAME, "Autoscaling")["status"] == "True"

@@ -176,7 +176,10 @@ def rebuild_history(autoscaling: Mapping[str, Any], predicted: float) -> History
 
 def autoscaling_condition(decision: Decision) -> st.Condition:
     if decision.held in DATA_HOLDS:
-        return st.Condition("Autoscaling", False, "Held", f"{decision.held}: {decision.reason}")
+        message = decision.reason
+        if not message.startswith(str(decision.held)):
+            message = f"{decision.held}: {message}"
+        return st.Condition("Autoscaling", False, "Held", message)
     if decision.limited == "max":
         return st.Condition("Autoscaling", True, "LimitedAtMax", decision.reason)
     return st.Condition("Autoscaling", True, "Active", decision.reason)
@@ -520,7 +523,7 @@ class Autoscalers:
         was_held = before.get("reason") == "Held"
         now_held = decision.held in DATA_HOLDS
         if now_held and not was_held:
-            _post(kopf.warn, body, "AutoscalingHeld", f"{decision.held}: {decision.reason}")
+            _post(kopf.warn, body, "AutoscalingHeld", autoscaling_condition(decision).message)
         elif was_held and not now_held:
             _post(kopf.info, body, "AutoscalingResumed", decision.reason)
 
