@@ -76,6 +76,13 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def run(args: Any) -> int:
+    if args.prometheus_url and not args.prometheus_url.startswith(("http://", "https://")):
+        print(
+            f"error: --prometheus-url {args.prometheus_url!r}: not an http(s) URL; "
+            "use e.g. http://prometheus-operated.monitoring:9090",
+            file=sys.stderr,
+        )
+        return 2
     import kopf
 
     from tokenfleet.controller.handlers import Credentials, Options, build_registry
@@ -97,13 +104,6 @@ def run(args: Any) -> int:
             return 2
     credentials = Credentials()
     reconciler = Reconciler(KubeClient(credentials.current), metrics)
-    if args.prometheus_url and not args.prometheus_url.startswith(("http://", "https://")):
-        print(
-            f"error: --prometheus-url {args.prometheus_url!r}: not an http(s) URL; "
-            "use e.g. http://prometheus-operated.monitoring:9090",
-            file=sys.stderr,
-        )
-        return 2
     options = Options(
         resync_seconds=args.resync_seconds,
         prometheus_url=args.prometheus_url,
