@@ -70,13 +70,6 @@ class Fault:
     message: str
 
 
-@dataclass
-class Hold:
-    method: str
-    path: re.Pattern[str]
-    release: asyncio.Event
-
-
 @attrs.define(kw_only=True)
 class Cluster(KubernetesEmulator):
     _rv: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
@@ -87,7 +80,8 @@ class Cluster(KubernetesEmulator):
     _applied: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict, init=False)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
     writes: list[tuple[str, str]] = attrs.field(factory=list, init=False)  # (method, path)
-    _holds: list[Hold] = attrs.field(factory=list, init=False)
+    _gates: list[tuple[str, re.Pattern[str], asyncio.Event]] = attrs.field(factory=list, init=False)
+    held: int = attrs.field(default=0, init=False)  # requests waiting on a hold() gate now
     conflicts: list[str] = attrs.field(factory=list, init=False)  # paths answered 409 (stale RV)
 
     def __attrs_post_init__(self) -> None:
@@ -119,11 +113,10 @@ class Cluster(KubernetesEmulator):
         self._faults.append(Fault(method.upper(), re.compile(path), status, times, message))
 
     def hold(self, method: str, path: str) -> asyncio.Event:
-        """Requests with this method and a path matching `path` wait until the returned
-        event is set: a test can let another writer act inside a reconcile's window."""
-        release = asyncio.Event()
-        self._holds.append(Hold(method.upper(), re.compile(path), release))
-        return release
+        """Requests with this method and path wait, unanswered, until the event is set."""
+        gate = asyncio.Event()
+        self._gates.append((method.upper(), re.compile(path), gate))
+        return gate
 
     def get(self, key: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         k = (resource(key), namespace, name)
@@ -148,9 +141,13 @@ class Cluster(KubernetesEmulator):
         if request.resource is None or request.action is None or not request.resource.plural:
             return await apps.RawHandler._handle(self, request)  # discovery, /version
         method, path = str(request.method.value).upper(), request.url.path
-        for hold in self._holds:
-            if hold.method == method and hold.path.search(path):
-                await hold.release.wait()
+        for gate_method, gate_path, gate in self._gates:
+            if gate_method == method and gate_path.search(path) and not gate.is_set():
+                self.held += 1
+                try:
+                    await gate.wait()
+                finally:
+                    self.held -= 1
         for fault in self._faults:
             if fault.times > 0 and fault.method == method and fault.path.search(path):
                 fault.times -= 1
@@ -233,14 +230,14 @@ class Cluster(KubernetesEmulator):
         return response
 
     async def _serve_list(self, request: Any) -> Any:
-        wanted = _equality_selector(request.params.get("labelSelector") or "")
+        selector = _label_selector(request.params.get("labelSelector") or "")
         items = [
             obj.raw
             for (res, ns, _), obj in self.objects.items()
             if res == request.resource
             and not obj.deleted
             and request.namespace in (None, ns)
-            and wanted.items() <= (obj.raw.get("metadata", {}).get("labels") or {}).items()
+            and selector.items() <= ((obj.raw.get("metadata") or {}).get("labels") or {}).items()
         ]
         return {"metadata": {"resourceVersion": str(self._last_rv)}, "items": items}
 
@@ -418,10 +415,10 @@ def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _equality_selector(text: str) -> dict[str, str]:
-    """`a=b,c==d` -> {a: b, c: d} (the equality-based label selectors the operator sends)."""
-    pairs = [part.replace("==", "=").split("=", 1) for part in text.split(",") if part.strip()]
-    return {k.strip(): v.strip() for k, v in pairs}
+def _label_selector(text: str) -> dict[str, str]:
+    """Equality-based label selectors (k=v,k2=v2), the form the operator sends."""
+    pairs = [part.split("=", 1) for part in text.split(",") if "=" in part]
+    return {k.strip().rstrip("="): v.strip() for k, v in pairs}
 
 
 def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:

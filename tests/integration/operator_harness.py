@@ -42,7 +42,6 @@ class RunningOperator:
         self.priority = priority
         self.reconciler = reconciler
         self.metrics = reconciler.metrics
-        self.registry = registry
         self.ready = threading.Event()
         self.stop_flag = threading.Event()
         self.error: BaseException | None = None
