@@ -78,11 +78,11 @@ class Cluster(KubernetesEmulator):
     # a list's resourceVersion gets what happened in between (as the apiserver does).
     _log: dict[Any, list[tuple[int, dict[str, Any]]]] = attrs.field(factory=dict, init=False)
     _applied: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict, init=False)
+    conflicts: list[str] = attrs.field(factory=list, init=False)  # paths answered 409 (stale RV)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
     writes: list[tuple[str, str]] = attrs.field(factory=list, init=False)  # (method, path)
     _gates: list[tuple[str, re.Pattern[str], asyncio.Event]] = attrs.field(factory=list, init=False)
     held: int = attrs.field(default=0, init=False)  # requests waiting on a hold() gate now
-    conflicts: list[str] = attrs.field(factory=list, init=False)  # paths answered 409 (stale RV)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -393,28 +393,6 @@ class Cluster(KubernetesEmulator):
         return key[0], {"type": kind, "object": copy.deepcopy(raw)}
 
 
-def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
-    """The autoscaling/v1 Scale view of an object (spec.replicas / status.replicas /
-    status.selector: the paths of the LLMService CRD's scale subresource)."""
-    meta = obj.get("metadata", {})
-    status = obj.get("status") or {}
-    selector = status.get("selector")
-    if not isinstance(selector, str):  # a Deployment: its spec.selector's matchLabels
-        labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-    return {
-        "apiVersion": "autoscaling/v1",
-        "kind": "Scale",
-        "metadata": {
-            k: meta[k]
-            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-            if k in meta
-        },
-        "spec": {"replicas": int((obj.get("spec") or {}).get("replicas") or 0)},
-        "status": {"replicas": int(status.get("replicas") or 0), "selector": selector},
-    }
-
-
 def _label_selector(text: str) -> dict[str, str]:
     """Equality-based label selectors (k=v,k2=v2), the form the operator sends."""
     pairs = [part.split("=", 1) for part in text.split(",") if "=" in part]
@@ -450,3 +428,25 @@ def _prune(current: dict[str, Any], before: dict[str, Any], now: dict[str, Any])
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """The autoscaling/v1 Scale view of an object (spec.replicas / status.replicas /
+    status.selector: the paths of the LLMService CRD's scale subresource)."""
+    meta = obj.get("metadata", {})
+    status = obj.get("status") or {}
+    selector = status.get("selector")
+    if not isinstance(selector, str):  # a Deployment: its spec.selector's matchLabels
+        labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
+        },
+        "spec": {"replicas": int((obj.get("spec") or {}).get("replicas") or 0)},
+        "status": {"replicas": int(status.get("replicas") or 0), "selector": selector},
+    }
