@@ -363,7 +363,10 @@ class Autoscalers:
                 await self.tick(*key)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a bug or an apiserver outage: log, keep the loop alive
+            except ApiError as error:  # the apiserver is unwell or refused: try next tick
+                self._logger.warning("%s/%s: autoscaling tick: %s", *key, error)
+                delay = max(interval, ERROR_BACKOFF_SECONDS)
+            except Exception:  # a bug: log it with its traceback, keep the loop alive
                 self._logger.exception("%s/%s: autoscaling tick failed", *key)
                 delay = max(interval, ERROR_BACKOFF_SECONDS)
             if self._tasks.get(key) is not me:
