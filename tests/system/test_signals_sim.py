@@ -40,6 +40,7 @@ from tokenfleet.autoscale.signals import Observation, SignalsQuery, pod_load, re
 from tokenfleet.bench.client import BenchConfig, run_benchmark
 from tokenfleet.bench.dataset import DatasetSpec
 from tokenfleet.bench.metrics import RequestOutput, tpot_seconds
+from tokenfleet.controller.autoscaler import PrometheusSource
 from tokenfleet.engines import engine_info
 
 pytestmark = pytest.mark.system
@@ -91,9 +92,14 @@ def query(engine: str, namespace: str, llmservice: str, *, ttft: float, tpot: fl
 
 
 def read(fleet: Fleet, q: SignalsQuery, at: float) -> Observation:
+    """Through the operator's own source (what controller/autoscaler.py calls each tick)."""
+
     async def go() -> Observation:
-        async with PrometheusClient(fleet.prom.url) as client:
-            return await read_signals(client, q, at)
+        source = PrometheusSource()
+        try:
+            return await source.signals(q, fleet.prom.url, at)
+        finally:
+            await source.close()
 
     return asyncio.run(go())
 
