@@ -341,13 +341,13 @@ def test_nothing_for_an_llmservice_nobody_scrapes(fleet: Fleet) -> None:
 def test_running_and_waiting_per_replica_under_a_closed_loop(fleet: Fleet) -> None:
     chat = [p for p in fleet.pods if p.llmservice == "chat" and p.namespace == "team-a"]
 
-    async def go() -> tuple[Observation, dict[str, float]]:
-        # Long outputs, CONCURRENCY at a time per pod: always CONCURRENCY in flight.
+    async def go() -> tuple[Observation, dict[str, float], list[float]]:
+        # CONCURRENCY long requests per pod at once (about 9 s each at this time scale).
         runs = [
             asyncio.create_task(run_benchmark(_config(
-                p, seed=9, num_prompts=CONCURRENCY * 3, request_rate=math.inf,
+                p, seed=9, num_prompts=CONCURRENCY, request_rate=math.inf,
                 max_concurrency=CONCURRENCY,
-                dataset=DatasetSpec(input_len=256, output_len=400, seed=9),
+                dataset=DatasetSpec(input_len=256, output_len=300, seed=9),
             )))
             for p in chat
         ]  # fmt: skip
@@ -356,19 +356,26 @@ def test_running_and_waiting_per_replica_under_a_closed_loop(fleet: Fleet) -> No
         await asyncio.to_thread(fleet.prom.wait_scraped_after, moment, [p.target for p in chat])
         q = query("vllm", "team-a", "chat", ttft=0.5, tpot=0.1, window=10)
         async with PrometheusClient(fleet.prom.url) as client:
-            at = time.time()
+            at, looked = time.time(), time.perf_counter()
             obs = await read_signals(client, q, at)
             load = await pod_load(client, "vllm", "team-a", "chat", at)
         results = await asyncio.gather(*runs)
+        # What the client had in flight per pod over the last scrape interval before the
+        # reading (bench times are perf_counter seconds): the fewest at any of those moments.
+        in_flight = []
         for outputs, _ in results:
             assert all(o.success for o in outputs)
-            # Still running when we looked: the reading was taken inside the closed loop.
-            assert max(o.start_time + o.latency for o in outputs) > 0
-        return obs, load
+            in_flight.append(min(
+                sum(o.start_time <= t < o.start_time + o.latency for o in outputs)
+                for t in (looked - 1.5 + 0.1 * i for i in range(16))
+            ))  # fmt: skip
+        return obs, load, in_flight
 
-    obs, load = asyncio.run(go())
+    obs, load, in_flight = asyncio.run(go())
+    assert in_flight == [CONCURRENCY, CONCURRENCY]  # the reading fell inside the closed loop
     running, waiting = obs.signals.running_per_replica, obs.signals.waiting_per_replica
     assert running is not None and waiting is not None
+    # Engine-side in flight = client-side in flight (HTTP gaps between requests are sub-ms).
     assert running + waiting == pytest.approx(CONCURRENCY, abs=0.5)
     assert obs.signals.kv_usage is not None and 0.0 < obs.signals.kv_usage <= 1.0
     assert set(load) == {"chat-0", "chat-1"}
