@@ -31,6 +31,7 @@ from test_operator import (
 from tokenfleet.autoscale.prometheus import PrometheusUnreachable
 from tokenfleet.autoscale.signals import Attainment, Boundary, Observation, SignalsQuery
 from tokenfleet.autoscale.types import Decision, FleetState, History, Signals
+from tokenfleet.controller.autoscaler import parse_iso
 
 NAME = "llama-3-1-8b"
 URL = "http://prometheus.test:9090"  # never dialled: the source is injected
@@ -68,12 +69,17 @@ class StubPolicy:
     target: int | None = None
     calls: list[tuple[FleetState, Signals | None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    learnt: float | None = None  # set: the returned history claims this observed capacity
+    histories: list[History] = field(default_factory=list)  # what each call was given
 
     def __call__(
         self, spec: Any, current: FleetState, signals: Signals | None, history: History, now: float
     ) -> Decision:
         with self.lock:
             self.calls.append((current, signals))
+            self.histories.append(history)
+        if self.learnt is not None and history.capacity is not None:
+            history = replace(history, capacity=replace(history.capacity, observed=self.learnt))
         if signals is None:
             return Decision(current.desired, current.desired, "no signals", "hold", history,
                             held="PrometheusDown")  # fmt: skip
@@ -292,3 +298,27 @@ async def test_the_real_policy_scales_up_on_a_load_above_the_plans_capacity(
     assert auto["desiredReplicas"] > 1 and auto.get("held") is None
     assert auto["capacity"]["predicted"] == round(capacity, 4)
     assert condition(cluster, NAME, "Autoscaling")["status"] == "True"
+
+
+async def test_the_policy_memory_survives_an_operator_restart(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """The learnt capacity, the last scale and the last decision come back from status."""
+    first_policy = StubPolicy(target=2, learnt=1.5)
+    first = await start(start_operator, Source(), first_policy)
+    await create(cluster, autoscaled())
+    auto = await eventually(
+        lambda: (a := status(cluster).get("autoscaling") or {}).get("lastScaleTime") and a,
+        what="a scale recorded in status",
+    )
+    assert auto["capacity"]["observed"] == 1.5
+    await first.stop()
+
+    second_policy = StubPolicy(target=None)
+    await start(start_operator, Source(), second_policy)
+    await eventually(lambda: second_policy.histories, what="a decision after the restart")
+    history = second_policy.histories[0]
+    assert history.capacity is not None and history.capacity.observed == 1.5
+    scaled_at = parse_iso(auto["lastScaleTime"])
+    assert history.last_scale_up_at == scaled_at and history.last_scale_down_at == scaled_at
+    assert [r.replicas for r in history.recommendations] == [auto["desiredReplicas"]]
