@@ -291,11 +291,18 @@ async def test_the_real_policy_scales_up_on_a_load_above_the_plans_capacity(
         f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{NAME}/status",
         {"status": {"replicas": 1, "readyReplicas": 1}},
     )
-    await eventually(
-        lambda: (llms(cluster, NAME)["spec"].get("replicas") or 1) > 1, what="a scale-up"
+    try:
+        await eventually(
+            lambda: (llms(cluster, NAME)["spec"].get("replicas") or 1) > 1, what="a scale-up"
+        )
+    except AssertionError as error:  # say what the policy decided instead
+        raise AssertionError(f"{error}; status: {status(cluster)}") from None
+    # The status is written just after the scale: wait for it too.
+    auto = await eventually(
+        lambda: (a := status(cluster)["autoscaling"])["desiredReplicas"] > 1 and a,
+        what="the scale-up in status.autoscaling",
     )
-    auto = status(cluster)["autoscaling"]
-    assert auto["desiredReplicas"] > 1 and auto.get("held") is None
+    assert auto.get("held") is None
     assert auto["capacity"]["predicted"] == round(capacity, 4)
     assert condition(cluster, NAME, "Autoscaling")["status"] == "True"
 
