@@ -329,3 +329,40 @@ async def test_the_policy_memory_survives_an_operator_restart(
     scaled_at = parse_iso(auto["lastScaleTime"])
     assert history.last_scale_up_at == scaled_at and history.last_scale_down_at == scaled_at
     assert [r.replicas for r in history.recommendations] == [auto["desiredReplicas"]]
+
+
+async def test_a_conflict_that_left_the_spec_alone_is_retried_in_the_same_decision(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    # One decision only (an hour's interval): the 409 (as from a status write in between)
+    # must not cost it.
+    cluster.fail("PATCH", rf"/llmservices/{NAME}/scale$", 409, times=1)
+    policy = StubPolicy(target=2)
+    await start(start_operator, Source(), policy)
+    await create(cluster, autoscaled(interval=3600))
+    await eventually(lambda: llms(cluster, NAME)["spec"].get("replicas") == 2, what="scaled")
+    assert len(policy.calls) == 1
+
+
+async def test_a_users_scale_during_a_decision_wins(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    policy = StubPolicy(target=2)
+    await start(start_operator, Source(), policy)
+    await create(cluster, autoscaled())
+    await eventually(lambda: llms(cluster, NAME)["spec"].get("replicas") == 2, what="scaled")
+
+    # The next scale is held in flight while a user sets replicas by editing the spec.
+    release = cluster.hold("PATCH", rf"/llmservices/{NAME}/scale$")
+    policy.target = 4
+    await eventually(lambda: cluster.held, what="the autoscaler's scale in flight")
+    await patch(cluster, f"{LLMS_PATH}/{NAME}", {"spec": {"replicas": 1}})
+    policy.target = None  # from now on the policy keeps whatever it finds
+    release.set()
+    await eventually(lambda: not cluster.held, what="the held scale answered")
+    await eventually(
+        lambda: cluster.get(DEPLOYMENTS, NAMESPACE, NAME)["spec"]["replicas"] == 1,
+        what="the user's replicas rendered",
+    )
+    assert llms(cluster, NAME)["spec"]["replicas"] == 1  # the stale decision wrote nothing
+    assert f"{LLMS_PATH}/{NAME}/scale" in cluster.conflicts
