@@ -17,6 +17,7 @@ from kmock import Server
 from kmock_cluster import Cluster
 from operator_harness import NAMESPACE, RunningOperator, StartOperator, kubeconfig_for
 
+from tokenfleet.controller.autoscaler import AutoscalerOptions, Autoscalers
 from tokenfleet.controller.handlers import Credentials, Drift, Options, build_registry
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.metrics import Metrics
@@ -51,8 +52,11 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
         priority: int = 0,
         step_seconds: float | None = None,
         policy: Policy | None = None,
+        autoscaler: dict[str, Any] | None = None,
         **options: Any,
     ) -> RunningOperator:
+        """`autoscaler`: keyword arguments of Autoscalers (source=, decide=, clock=) and
+        `url=`: the injected signals source and policy of the wiring tests."""
         credentials = Credentials()
         reconciler = Reconciler(
             KubeClient(credentials.current, discovery_ttl=0.5),
@@ -63,11 +67,19 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
             reconciler.policy = policy
         if step_seconds is not None:
             reconciler.step_seconds = step_seconds
+        scalers = None
+        if autoscaler is not None:
+            extra = dict(autoscaler)
+            url = extra.pop("url", None)
+            scalers = Autoscalers(
+                reconciler.kube, reconciler.metrics, AutoscalerOptions(url), **extra
+            )
         opts = Options(**options)
         drift = Drift(reconciler, opts.resync_seconds, opts.recheck_seconds)
-        registry = build_registry(reconciler, credentials, opts, drift)
+        registry = build_registry(reconciler, credentials, opts, drift=drift, autoscalers=scalers)
         handle = RunningOperator(reconciler, registry, peering, priority)
         handle.drift = drift
+        handle.autoscalers = scalers  # type: ignore[attr-defined]
         running.append(handle)
         await handle.start()
         return handle

@@ -82,6 +82,21 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="address the metrics server binds (default: %(default)s; 127.0.0.1 keeps "
         "it node-local)",
     )
+    p.add_argument(
+        "--prometheus-url",
+        default=None,
+        metavar="URL",
+        help="Prometheus the autoscaler reads engine metrics from when an LLMService sets no "
+        "spec.autoscaling.prometheus.url, e.g. http://prometheus-operated.monitoring:9090 "
+        "(default: none; the Autoscaling condition then says what to set)",
+    )
+    p.add_argument(
+        "--metrics-window-seconds",
+        type=float,
+        default=60.0,
+        help="rate() window of the autoscaler's queries: 4 scrapes of the PodMonitor's 15 s "
+        "interval (default: %(default)s)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     p.add_argument(
         "--log-level",
@@ -104,13 +119,6 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         metavar="FILE",
         help="YAML overlay of the GPU catalog: gpus: {<id>: {pricePerHour: ..., ...}} "
         "(tokenfleet.capacity.overlay)",
-    )
-    p.add_argument(
-        "--prometheus-url",
-        default=None,
-        metavar="URL",
-        help="Prometheus the autoscaler queries for engine metrics, e.g. "
-        "http://prometheus-operated.monitoring:9090 (default: none, autoscaling holds)",
     )
 
 
@@ -208,6 +216,13 @@ def _check_credentials() -> None:
 
 
 def run(args: Any) -> int:
+    if args.prometheus_url and not args.prometheus_url.startswith(("http://", "https://")):
+        print(
+            f"error: --prometheus-url {args.prometheus_url!r}: not an http(s) URL; "
+            "use e.g. http://prometheus-operated.monitoring:9090",
+            file=sys.stderr,
+        )
+        return 2
     import kopf
 
     from tokenfleet import render
@@ -248,7 +263,12 @@ def run(args: Any) -> int:
     pipeline.render = functools.partial(render.all, images=images)
     policy = Policy(tuple(args.allow_image), tuple(args.allow_service_account))
     reconciler = Reconciler(KubeClient(credentials.current), metrics, pipeline, policy=policy)
-    registry = build_registry(reconciler, credentials, Options(resync_seconds=args.resync_seconds))
+    options = Options(
+        resync_seconds=args.resync_seconds,
+        prometheus_url=args.prometheus_url,
+        metrics_window_seconds=args.metrics_window_seconds,
+    )
+    registry = build_registry(reconciler, credentials, options)
     if not args.standalone:
         watch_peering(registry, reconciler.kube, args.peering, clusterwide=not args.namespace)
 

@@ -22,6 +22,7 @@ from tokenfleet.controller import ownership
 from tokenfleet.controller import status as st
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
+from tokenfleet.controller.statuswrite import write_status
 
 GROUP, VERSION, PLURAL, KIND = "tokenfleet.dev", "v1alpha1", "llmservices", "LLMService"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -217,12 +218,14 @@ class Reconciler:
             generation=int(previous.get("observedGeneration") or 0),
             degraded=st.Condition("Degraded", True, "ApplyRetrying", message[:1000]),
         )
-        new_status = st.build_status(previous, observed)
-        if st.is_noop(previous, new_status):
-            return
         try:
-            await self.kube.patch_status(
-                API_VERSION, KIND, meta["namespace"], meta["name"], new_status
+            # Through the one status writer: composed onto the latest status, so the
+            # autoscaler's part is never reverted.
+            await write_status(
+                self.kube,
+                meta["namespace"],
+                meta["name"],
+                lambda obj: st.reconciler_status(obj.get("status") or {}, observed),
             )
         except ApiError as status_error:
             logger.warning("could not report ApplyRetrying: %s", status_error)
@@ -256,19 +259,27 @@ class Reconciler:
                 degraded=st.Condition("Degraded", True, "ApplyFailed", redact(str(error), body)),
             )
             result = "degraded"
-        new_status = st.build_status(previous, observed)
+        new_status = st.reconciler_status(previous, observed)
+        try:
+            # Composed again onto the latest status if the autoscaler wrote in between.
+            written = await write_status(
+                self.kube,
+                namespace,
+                name,
+                lambda obj: st.reconciler_status(obj.get("status") or {}, observed),
+                body=body,
+            )
+            if written is not None:
+                previous, new_status = dict(written.old), dict(written.new)
+        except ApiError as error:
+            if error.transient:
+                raise
+            # Rejected status (an older CRD schema?): nothing to retry; say so loudly.
+            self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
+            logger.error(
+                "status of %s/%s was rejected: %s", namespace, name, redact(str(error), body)
+            )
         self._record_scale(previous, new_status)
-        if not st.is_noop(previous, new_status):
-            try:
-                await self.kube.patch_status(API_VERSION, KIND, namespace, name, new_status)
-            except ApiError as error:
-                if error.transient:
-                    raise
-                # Rejected status (an older CRD schema?): nothing to retry; say so loudly.
-                self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
-                logger.error(
-                    "status of %s/%s was rejected: %s", namespace, name, redact(str(error), body)
-                )
         self._post_events(body, previous, new_status, generation)
         if corrected and previous.get("observedGeneration") == generation:
             # Same spec, yet our apply changed objects: someone edited or deleted them.
