@@ -33,7 +33,7 @@ def spawn(
             stderr=subprocess.STDOUT,
             env=env if env is not None else dict(os.environ),
             start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
 
 
