@@ -123,6 +123,7 @@ class LocalFleet:
             seed=self.options.seed,
         )
         await self.load.start()
+        self.started = time.monotonic()  # the view's clock starts with the load
         return self.load
 
     def sim_seconds(self, wall_since_start: float | None = None) -> float:
