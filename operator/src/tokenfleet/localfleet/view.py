@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,10 +61,10 @@ def summary(
     if not rows:
         return ["no samples"]
     desired = [r.desired for r in rows if r.desired is not None]
-    ups = sum(1 for a, b in zip(desired, desired[1:], strict=False) if b > a)
-    downs = sum(1 for a, b in zip(desired, desired[1:], strict=False) if b < a)
+    ups = sum(1 for a, b in itertools.pairwise(desired) if b > a)
+    downs = sum(1 for a, b in itertools.pairwise(desired) if b < a)
     gpu_hours = 0.0
-    for a, b in zip(rows, rows[1:], strict=False):
+    for a, b in itertools.pairwise(rows):
         gpu_hours += (a.pods * gpus_per_replica) * (b.t - a.t) / 3600
     lines = [
         f"simulated {rows[-1].t / 60:.1f} min: replicas {min(desired, default=0)} -> "
