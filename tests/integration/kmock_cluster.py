@@ -4,8 +4,12 @@ kmock 0.8 stores objects and streams watch events, but merges every write naivel
 subclass adds, in one place: uid / resourceVersion / generation / creationTimestamp,
 server-side apply (create-or-update, fields the manager stopped applying are removed, a
 no-op apply changes nothing and emits no event), status-subresource writes, garbage
-collection through ownerReferences (cascading delete), discovery of the CRDs, and
-injectable API errors (409 / 5xx / 422) for the next N matching writes.
+collection through ownerReferences (cascading delete), discovery of the CRDs, a
+resourceVersion precondition on patches (a stale `metadata.resourceVersion` in the body
+answers 409, as the apiserver's optimistic concurrency does), the `scale` subresource
+(autoscaling/v1 Scale over spec.replicas / status.replicas / status.selector, as a CRD's
+scale paths or a Deployment's), label-selector lists, and injectable API errors (409 / 5xx /
+422) for the next N matching writes.
 
 kmock stays the only emulated component; nothing here knows about tokenfleet.
 """
@@ -37,6 +41,7 @@ PODMONITORS = "monitoring.coreos.com/v1/podmonitors"
 # (group/version/plural, kind, has a status subresource)
 BUILTIN = (
     ("apps/v1/deployments", "Deployment", True),
+    ("v1/pods", "Pod", True),
     ("v1/services", "Service", True),
     ("v1/configmaps", "ConfigMap", False),
     ("v1/persistentvolumeclaims", "PersistentVolumeClaim", True),
@@ -52,6 +57,7 @@ OPTIONAL = {
     PEERINGS: ("ClusterKopfPeering", False),
 }
 VERBS = {"create", "delete", "get", "list", "patch", "update", "watch"}
+SCALABLE = {"deployments", "llmservices"}  # kinds with a scale subresource
 CLUSTER_SCOPED = {"namespaces", "clusterkopfpeerings"}
 
 
@@ -88,7 +94,8 @@ class Cluster(KubernetesEmulator):
             kind=kind,
             namespaced=plural not in CLUSTER_SCOPED,
             verbs=VERBS,
-            subresources={"status"} if status else set(),
+            subresources=({"status"} if status else set())
+            | ({"scale"} if plural in SCALABLE else set()),
         )
 
     def install(self, key: str) -> None:
@@ -139,7 +146,10 @@ class Cluster(KubernetesEmulator):
             if request.action == action.LIST:
                 return aiohttp.web.json_response(await self._serve_list(request))
             if request.action == action.FETCH:
-                return aiohttp.web.json_response(await self._serve_fetch(request))
+                found = await self._serve_fetch(request)
+                if request.subresource == "scale":
+                    found = _scale_of(found)
+                return aiohttp.web.json_response(found)
             async with self._lock:
                 events = self._mutate(request)
                 if events:
@@ -154,6 +164,8 @@ class Cluster(KubernetesEmulator):
                 payload = await self._serve_update(request)
             else:
                 payload = await self._serve_delete(request)
+            if request.subresource == "scale":
+                payload = _scale_of(payload)
             return aiohttp.web.json_response(payload, status=201 if method == "POST" else 200)
         except KubernetesError as error:
             return await self._render_error(error)
@@ -202,10 +214,14 @@ class Cluster(KubernetesEmulator):
         return response
 
     async def _serve_list(self, request: Any) -> Any:
+        wanted = _equality_selector(request.params.get("labelSelector") or "")
         items = [
             obj.raw
             for (res, ns, _), obj in self.objects.items()
-            if res == request.resource and not obj.deleted and request.namespace in (None, ns)
+            if res == request.resource
+            and not obj.deleted
+            and request.namespace in (None, ns)
+            and wanted.items() <= (obj.raw.get("metadata", {}).get("labels") or {}).items()
         ]
         return {"metadata": {"resourceVersion": str(self._last_rv)}, "items": items}
 
@@ -261,8 +277,24 @@ class Cluster(KubernetesEmulator):
         if not exists:
             raise KubernetesError(404, "NotFound", f"{res.plural} {request.name!r} not found")
         old = self.objects[key].raw
+        if isinstance(data, dict):
+            expected = (data.get("metadata") or {}).get("resourceVersion")
+            current = old.get("metadata", {}).get("resourceVersion")
+            if expected is not None and str(expected) != str(current):
+                raise KubernetesError(
+                    409,
+                    "Conflict",
+                    f"Operation cannot be fulfilled on {res.plural} {request.name!r}: the "
+                    "object has been modified; please apply your changes to the latest version "
+                    "and try again",
+                )
         if request.subresource == "status" and isinstance(data, dict):
             data = {"status": data.get("status")}
+        elif request.subresource == "scale" and isinstance(data, dict):
+            replicas = (data.get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or replicas < 0:
+                raise KubernetesError(422, "Invalid", f"spec.replicas: Invalid value: {replicas}")
+            data = {"spec": {"replicas": replicas}}
         try:  # a dict is a merge patch, a list is a JSON patch (kopf uses both)
             new = dict(dicts.patch_dict(copy.deepcopy(old), data))
         except jsonpatch.JsonPatchException as error:  # e.g. a failed "test" op
@@ -342,6 +374,34 @@ class Cluster(KubernetesEmulator):
         else:
             self.objects[key] = raw
         return key[0], {"type": kind, "object": copy.deepcopy(raw)}
+
+
+def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """The autoscaling/v1 Scale view of an object (spec.replicas / status.replicas /
+    status.selector: the paths of the LLMService CRD's scale subresource)."""
+    meta = obj.get("metadata", {})
+    status = obj.get("status") or {}
+    selector = status.get("selector")
+    if not isinstance(selector, str):  # a Deployment: its spec.selector's matchLabels
+        labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
+        },
+        "spec": {"replicas": int((obj.get("spec") or {}).get("replicas") or 0)},
+        "status": {"replicas": int(status.get("replicas") or 0), "selector": selector},
+    }
+
+
+def _equality_selector(text: str) -> dict[str, str]:
+    """`a=b,c==d` -> {a: b, c: d} (the equality-based label selectors the operator sends)."""
+    pairs = [part.replace("==", "=").split("=", 1) for part in text.split(",") if part.strip()]
+    return {k.strip(): v.strip() for k, v in pairs}
 
 
 def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:

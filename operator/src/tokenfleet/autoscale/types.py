@@ -108,6 +108,14 @@ class History:
     last_scale_down_at: float | None = None
     panic_until: float | None = None
     capacity: CapacityEstimate | None = None
+    last_ready: int | None = None
+    """current.ready at the previous decision (to see when the fleet changed)."""
+    ready_changed_at: float | None = None
+    """When the ready count last changed: capacity is learnt only on a settled fleet."""
+    trusted_since: float | None = None
+    """Start of the current run of decisions on trusted data (None after a hold or at
+    first): a scale-down needs a whole stabilization window of them."""
+    """When the ready count last changed: capacity is learnt only on a settled fleet."""
 
 
 @dataclass(frozen=True)

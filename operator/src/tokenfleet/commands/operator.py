@@ -58,6 +58,20 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         default=600.0,
         help="re-reconcile every LLMService this often even without events (default: 600)",
     )
+    p.add_argument(
+        "--prometheus-url",
+        default=None,
+        metavar="URL",
+        help="Prometheus the autoscaler reads engine metrics from when an LLMService sets no "
+        "spec.autoscaling.prometheus.url (e.g. http://prometheus-operated.monitoring:9090)",
+    )
+    p.add_argument(
+        "--metrics-window-seconds",
+        type=float,
+        default=60.0,
+        help="rate() window of the autoscaler's queries: 4 scrapes of the PodMonitor's 15 s "
+        "interval (default: %(default)s)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
 
 
@@ -83,7 +97,19 @@ def run(args: Any) -> int:
             return 2
     credentials = Credentials()
     reconciler = Reconciler(KubeClient(credentials.current), metrics)
-    registry = build_registry(reconciler, credentials, Options(resync_seconds=args.resync_seconds))
+    if args.prometheus_url and not args.prometheus_url.startswith(("http://", "https://")):
+        print(
+            f"error: --prometheus-url {args.prometheus_url!r}: not an http(s) URL; "
+            "use e.g. http://prometheus-operated.monitoring:9090",
+            file=sys.stderr,
+        )
+        return 2
+    options = Options(
+        resync_seconds=args.resync_seconds,
+        prometheus_url=args.prometheus_url,
+        metrics_window_seconds=args.metrics_window_seconds,
+    )
+    registry = build_registry(reconciler, credentials, options)
     kopf.run(
         registry=registry,
         clusterwide=not args.namespace,

@@ -5,6 +5,8 @@
   moves) -> Drift re-reads that LLMService and reconciles. Echoes of our own writes are
   recognised by resourceVersion and ignored.
 - Drift also re-reconciles every known LLMService every `resync_seconds` (missed events).
+- Every LLMService watch event (deletion included) -> Autoscalers.sync: one autoscaler loop
+  per LLMService with spec.autoscaling.enabled, none otherwise (controller/autoscaler.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import kopf
 
+from tokenfleet.controller.autoscaler import AutoscalerOptions, Autoscalers
 from tokenfleet.controller.kube import PLURALS, ApiError, KubeClient
 from tokenfleet.controller.reconcile import (
     GROUP,
@@ -50,6 +53,8 @@ class Options:
     resync_seconds: float = 600.0
     recheck_seconds: float = 60.0  # for WAITING_REASONS
     watch_server_timeout: float = 300.0
+    prometheus_url: str | None = None  # --prometheus-url: the autoscaler's default source
+    metrics_window_seconds: float = 60.0  # autoscale/signals.py DEFAULT_WINDOW_SECONDS
 
 
 class Drift:
@@ -196,11 +201,17 @@ def build_registry(
     reconciler: Reconciler,
     credentials: Credentials,
     options: Options | None = None,
+    autoscalers: Autoscalers | None = None,
 ) -> kopf.OperatorRegistry:
     options = options or Options()
     registry = kopf.OperatorRegistry()
     kube: KubeClient = reconciler.kube
     drift = Drift(reconciler, options.resync_seconds, options.recheck_seconds)
+    scalers = autoscalers or Autoscalers(
+        kube,
+        reconciler.metrics,
+        AutoscalerOptions(options.prometheus_url, options.metrics_window_seconds),
+    )
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -216,8 +227,13 @@ def build_registry(
 
     @kopf.on.cleanup(registry=registry)
     async def close(**_: Any) -> None:
+        await scalers.stop()
         await drift.stop()
         await kube.close()
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, id="autoscaler", registry=registry)
+    async def autoscaler(event: Mapping[str, Any], body: kopf.Body, **_: Any) -> None:
+        scalers.sync(event.get("type"), body)
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)

@@ -2,9 +2,10 @@
 
 A small async client on httpx that reuses the credentials kopf resolved at login (so the
 operator authenticates once, the same way, with kubeconfig or the in-cluster service
-account), plus the four verbs the controller needs: server-side apply, get, merge-patch of
-status, and API discovery (cached with a TTL, because CRDs such as LeaderWorkerSet can be
-installed while the operator runs).
+account), plus the verbs the controller needs: server-side apply, get, merge-patch of
+status (with a resourceVersion precondition), API discovery (cached with a TTL, because
+CRDs such as LeaderWorkerSet can be installed while the operator runs), and for the
+autoscaler the scale subresource, a labelled list and a merge patch (pod annotations).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ PLURALS: dict[str, str] = {
     "LeaderWorkerSet": "leaderworkersets",
     "ConfigMap": "configmaps",
     "LLMService": "llmservices",
+    "Pod": "pods",
 }
 
 # login(renew) -> credentials; renew=True after a 401 (e.g. a rotated service-account token).
@@ -176,14 +178,74 @@ class KubeClient:
             raise
 
     async def patch_status(
-        self, api_version: str, kind: str, namespace: str, name: str, status: Mapping[str, Any]
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
+        """Merge-patch status; with `resource_version`, only if the object still has it
+        (else HTTP 409): the precondition that lets two writers share one status."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
         return await self.request(
             "PATCH",
             object_path(api_version, plural_of(kind), namespace, name, "status"),
-            body={"status": status},
+            body=body,
             content_type=MERGE_CONTENT_TYPE,
             what=f"update status of {kind} {namespace}/{name}",
+        )
+
+    async def scale(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        replicas: int,
+        *,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        """Set replicas through the scale subresource, as `kubectl scale` and the HPA do
+        (so they all write the same field); with `resource_version`, only if unchanged."""
+        body: dict[str, Any] = {"spec": {"replicas": replicas}}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return await self.request(
+            "PATCH",
+            object_path(api_version, plural_of(kind), namespace, name, "scale"),
+            body=body,
+            content_type=MERGE_CONTENT_TYPE,
+            what=f"scale {kind} {namespace}/{name} to {replicas}",
+        )
+
+    async def list(
+        self, api_version: str, kind: str, namespace: str, label_selector: str
+    ) -> list[dict[str, Any]]:
+        """Objects of a kind in a namespace matching a label selector ("a=b,c=d")."""
+        listing = await self.request(
+            "GET",
+            object_path(api_version, plural_of(kind), namespace),
+            params={"labelSelector": label_selector},
+            what=f"list {kind} in {namespace} ({label_selector})",
+        )
+        return [dict(item) for item in listing.get("items") or []]
+
+    async def patch(
+        self, api_version: str, kind: str, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A JSON merge patch of one object (metadata the operator sets on others' objects,
+        e.g. pod-deletion-cost annotations on the ReplicaSet's pods)."""
+        return await self.request(
+            "PATCH",
+            object_path(api_version, plural_of(kind), namespace, name),
+            body=patch,
+            content_type=MERGE_CONTENT_TYPE,
+            what=f"patch {kind} {namespace}/{name}",
         )
 
     async def served_resources(self, group_version: str) -> frozenset[str]:

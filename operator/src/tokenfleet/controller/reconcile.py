@@ -21,6 +21,7 @@ import kopf
 from tokenfleet.controller import status as st
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
+from tokenfleet.controller.statuswrite import write_status
 
 GROUP, VERSION, PLURAL, KIND = "tokenfleet.dev", "v1alpha1", "llmservices", "LLMService"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -149,17 +150,25 @@ class Reconciler:
                 degraded=st.Condition("Degraded", True, "ApplyFailed", str(error)),
             )
             result = "degraded"
-        new_status = st.build_status(previous, observed)
+        new_status = st.reconciler_status(previous, observed)
+        try:
+            # Composed again onto the latest status if the autoscaler wrote in between.
+            written = await write_status(
+                self.kube,
+                namespace,
+                name,
+                lambda obj: st.reconciler_status(obj.get("status") or {}, observed),
+                body=body,
+            )
+            if written is not None:
+                previous, new_status = dict(written.old), dict(written.new)
+        except ApiError as error:
+            if error.transient:
+                raise
+            # Rejected status (an older CRD schema?): nothing to retry; say so loudly.
+            self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
+            logger.error("status of %s/%s was rejected: %s", namespace, name, error)
         self._record_scale(previous, new_status)
-        if not st.is_noop(previous, new_status):
-            try:
-                await self.kube.patch_status(API_VERSION, KIND, namespace, name, new_status)
-            except ApiError as error:
-                if error.transient:
-                    raise
-                # Rejected status (an older CRD schema?): nothing to retry; say so loudly.
-                self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
-                logger.error("status of %s/%s was rejected: %s", namespace, name, error)
         self._post_events(body, previous, new_status, generation)
         if corrected and previous.get("observedGeneration") == generation:
             # Same spec, yet our apply changed objects: someone edited or deleted them.
