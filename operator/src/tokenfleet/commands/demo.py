@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tokenfleet.localfleet.emulated import REPO_ROOT
 
-DEFAULT_EXAMPLE = "examples/llama-3.1-8b-l4.yaml"
+DEFAULT_EXAMPLE = "examples/llama-3.1-8b-l4-autoscale.yaml"
 # Ten times faster than real time: the example's 300 s scale-down window takes 30 s, the
 # 120 s cold start 12 s, and the whole demo stays under 5 minutes on a 2-core machine.
 DEFAULT_TIME_SCALE = 10.0
@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument(
         "--high",
         type=float,
-        default=2.4,
+        default=2.0,
         help="load step, as a multiple of one replica's planned goodput (default: %(default)s)",
     )
     p.add_argument(

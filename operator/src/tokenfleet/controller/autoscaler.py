@@ -118,6 +118,9 @@ class AutoscalerOptions:
     """--prometheus-url: used when spec.autoscaling.prometheus.url is unset."""
     window_seconds: float = DEFAULT_WINDOW_SECONDS
     """rate() window of the signal queries (autoscale/signals.py says why 60 s)."""
+    time_scale: float = 1.0
+    """Simulated fleets only (controller/timescale.py): the loop sleeps intervalSeconds / this
+    many wall seconds. 1 in production."""
 
 
 def default_decide() -> Decide:
@@ -338,7 +341,7 @@ class Autoscalers:
                 delay = max(interval, ERROR_BACKOFF_SECONDS)
             if self._tasks.get(key) is not me:
                 return
-            await asyncio.sleep(delay)
+            await asyncio.sleep(delay / self.options.time_scale)
 
     # --- one decision ------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[4]
 KMOCK_CLUSTER = REPO_ROOT / "tests" / "integration" / "kmock_cluster.py"
 DEPLOYMENTS = "apps/v1/deployments"
+PODS = "v1/pods"
 
 
 def kmock_cluster() -> ModuleType:
@@ -112,6 +113,13 @@ class EmulatedApi:
         )
         if response.status >= 300 and response.status != 404:  # 404: deleted meanwhile
             raise RuntimeError(f"status of {plural}/{name}: HTTP {response.status}")
+
+    async def delete(self, key: str, namespace: str, name: str) -> None:
+        group_version, plural = key.rsplit("/", 1)
+        prefix = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
+        response = await self.cluster.delete(f"{prefix}/namespaces/{namespace}/{plural}/{name}")
+        if response.status >= 300 and response.status != 404:
+            raise RuntimeError(f"deleting {plural}/{name}: HTTP {response.status}")
 
     def get(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
         result: dict[str, Any] | None = self.cluster.get(key, namespace, name)

@@ -28,12 +28,15 @@ from typing import Any
 import aiohttp
 
 from tokenfleet.localfleet import procs
-from tokenfleet.localfleet.emulated import DEPLOYMENTS, EmulatedApi
+from tokenfleet.localfleet.emulated import DEPLOYMENTS, PODS, EmulatedApi
 from tokenfleet.localfleet.pods import (
     EngineDeployment,
     PodSpecError,
+    deletion_cost,
     deployment_status,
     engine_deployment,
+    pod_manifest,
+    pod_status,
     target_group,
 )
 from tokenfleet.localfleet.prometheus import LocalPrometheus, free_port
@@ -162,7 +165,7 @@ class Kubelet:
         for key in list(self.pods):
             if key not in wanted:
                 for pod in self.pods.pop(key):
-                    self._delete(pod)
+                    await self._delete(pod)
         changed = False
         for key, engine in wanted.items():
             changed |= await self._sync_one(key, engine)
@@ -176,27 +179,37 @@ class Kubelet:
         # A changed pod template replaces every pod (Recreate): the sim is sized by it.
         for pod in [p for p in pods if p.args != engine.sim_args]:
             pods.remove(pod)
-            self._delete(pod)
+            await self._delete(pod)
             changed = True
         for pod in list(pods):
             if pod.process.poll() is not None:
                 pods.remove(pod)
+                await self.api.delete(PODS, pod.namespace, pod.name)
                 self._record(pod, "failed")
                 self.errors.append(f"pod {pod.name} exited with {pod.process.returncode}")
                 changed = True
         while len(pods) < engine.replicas:
-            pods.append(self._create(engine))
+            pods.append(await self._create(engine))
         while len(pods) > engine.replicas:
-            # The ReplicaSet's order: not-ready pods first, then the newest.
-            victim = max(pods, key=lambda p: (not p.ready, p.created))
+            # The ReplicaSet's order: not-ready pods first, then the lowest
+            # pod-deletion-cost (the autoscaler sets it to the requests in flight), then the
+            # newest.
+            def rank(p: Pod) -> tuple[bool, int, float]:
+                cost = deletion_cost(self.api.get(PODS, p.namespace, p.name))
+                return (p.ready, cost, -p.created)
+
+            victim = min(pods, key=rank)
             pods.remove(victim)
-            self._delete(victim)
+            await self._delete(victim)
             changed = True
         cold_wall = self.cold_start_s / self.time_scale
         now = time.monotonic()
         for pod in pods:
             if not pod.ready and now - pod.created >= cold_wall and await self._healthy(pod):
                 pod.ready = True
+                await self.api.patch_status(
+                    PODS, pod.namespace, pod.name, pod_status(pod.port, True)
+                )
                 self._record(pod, "ready")
                 changed = True
         ready = sum(p.ready for p in pods)
@@ -206,7 +219,7 @@ class Kubelet:
             self._statuses[key] = status
         return changed
 
-    def _create(self, engine: EngineDeployment) -> Pod:
+    async def _create(self, engine: EngineDeployment) -> Pod:
         name = f"{engine.name}-{next(self._counter):04d}"
         port = free_port()
         argv = procs.tokenfleet("sim", *engine.sim_args, "--host", "127.0.0.1", "--port", str(port))
@@ -220,11 +233,13 @@ class Kubelet:
             process=process,
             created=time.monotonic(),
         )
+        await self.api.create(pod_manifest(engine, name, port))
         self._record(pod, "created")
         return pod
 
-    def _delete(self, pod: Pod) -> None:
+    async def _delete(self, pod: Pod) -> None:
         pod.ready = False
+        await self.api.delete(PODS, pod.namespace, pod.name)
         self._record(pod, "deleted")
         self._draining.append((time.monotonic() + self.drain_s / self.time_scale, pod))
 

@@ -1,10 +1,12 @@
 """Open-loop load on the local fleet, through tokenfleet.bench's client.
 
 Poisson arrivals at a rate that the caller changes over time (a load step, a ramp); each
-request goes to the next ready endpoint in turn, as a Service spreads connections, and is
-timed by `tokenfleet.bench.client.send_one` exactly as `tokenfleet bench` times it. Rates are
-in simulated requests per second: at time scale K the generator sends K times as many per
-wall second, and a measured wall-clock latency is multiplied by K.
+request goes to the ready endpoint with the fewest requests in flight (ties in turn), as an
+inference gateway routes (the Gateway API inference extension, llm-d), so a replica that
+just became ready takes new work while an overloaded one drains its queue. Each request is
+timed by `tokenfleet.bench.client.send_one` exactly as `tokenfleet bench` times it. Rates
+are in simulated requests per second: at time scale K the generator sends K times as many
+per wall second, and a measured wall-clock latency is multiplied by K.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class LoadGenerator:
     in_flight: int = 0
     _task: asyncio.Task[None] | None = None
     _pending: set[asyncio.Task[None]] = field(default_factory=set)
+    _busy: dict[str, int] = field(default_factory=dict)  # requests in flight per endpoint
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="load")
@@ -84,7 +87,11 @@ class LoadGenerator:
                 if not ready or self.in_flight >= MAX_IN_FLIGHT:
                     self.dropped += 1
                     continue
-                base = ready[next(turn) % len(ready)]
+                start = next(turn)
+                base = min(
+                    (ready[(start + i) % len(ready)] for i in range(len(ready))),
+                    key=lambda url: self._busy.get(url, 0),
+                )
                 sample = self.dataset.request(index)
                 body = request_body(cfg, sample)
                 task = asyncio.create_task(
@@ -103,18 +110,21 @@ class LoadGenerator:
     async def _one(
         self,
         client: aiohttp.ClientSession,
-        url: str,
+        base: str,
+        endpoint: str,
         body: bytes,
         prompt_len: int,
         output_len: int,
         headers: dict[str, str],
     ) -> None:
         self.in_flight += 1
+        self._busy[base] = self._busy.get(base, 0) + 1
         sent = time.monotonic()
         try:
-            output = await send_one(client, url, body, prompt_len, False, headers)
+            output = await send_one(client, base + endpoint, body, prompt_len, False, headers)
         finally:
             self.in_flight -= 1
+            self._busy[base] -= 1
         self.finished.append(Finished(sent, output, output_len))
 
     # --- what it measured, in simulated seconds ------------------------------------------

@@ -51,6 +51,9 @@ class EngineDeployment:
     replicas: int
     generation: int
     sim_args: tuple[str, ...]
+    uid: str = ""
+    pod_labels: tuple[tuple[str, str], ...] = ()
+    pod_annotations: tuple[tuple[str, str], ...] = ()
 
 
 def _container(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -96,6 +99,7 @@ def sim_args(deployment: dict[str, Any], time_scale: float = 1.0) -> list[str]:
 def engine_deployment(deployment: dict[str, Any], time_scale: float) -> EngineDeployment | None:
     """The Deployment as an engine to simulate, or None when it is not a tokenfleet engine."""
     meta = deployment["metadata"]
+    template = deployment["spec"]["template"].get("metadata") or {}
     llmservice = (meta.get("labels") or {}).get(LLMSERVICE_LABEL)
     if not llmservice:
         return None
@@ -106,7 +110,56 @@ def engine_deployment(deployment: dict[str, Any], time_scale: float) -> EngineDe
         replicas=int(deployment["spec"].get("replicas", 1)),
         generation=int(meta.get("generation", 1)),
         sim_args=tuple(sim_args(deployment, time_scale)),
+        uid=str(meta.get("uid", "")),
+        pod_labels=tuple(sorted((template.get("labels") or {}).items())),
+        pod_annotations=tuple(sorted((template.get("annotations") or {}).items())),
     )
+
+
+def pod_manifest(engine: EngineDeployment, name: str, port: int) -> dict[str, Any]:
+    """The Pod object the ReplicaSet would create (labels and annotations of the template,
+    owned by the Deployment so deleting it collects the pod), running and not yet ready."""
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": engine.name,
+        "uid": engine.uid,
+        "controller": True,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": engine.namespace,
+            "labels": dict(engine.pod_labels),
+            "annotations": dict(engine.pod_annotations),
+            "ownerReferences": [owner] if engine.uid else [],
+        },
+        "spec": {
+            "nodeName": "local",
+            "containers": [{"name": "engine", "image": "tokenfleet-sim"}],
+        },
+        "status": pod_status(port, ready=False),
+    }
+
+
+def pod_status(port: int, ready: bool) -> dict[str, Any]:
+    return {
+        "phase": "Running",
+        "podIP": "127.0.0.1",
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        "containerStatuses": [{"name": "engine", "ready": ready, "started": True}],
+    }
+
+
+def deletion_cost(pod: dict[str, Any] | None) -> int:
+    """controller.kubernetes.io/pod-deletion-cost (the ReplicaSet removes lower first)."""
+    annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+    try:
+        return int(annotations.get("controller.kubernetes.io/pod-deletion-cost", 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 def target_group(address: str, llmservice: str, namespace: str, pod: str) -> dict[str, Any]:
