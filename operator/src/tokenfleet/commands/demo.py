@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         cold_start_s=args.cold_start,
         low=args.low,
         high=args.high,
-        phases=phases,  # type: ignore[arg-type]
+        phases=(phases[0], phases[1], phases[2]),
         plot=Path(args.plot),
         workdir=Path(args.workdir) if args.workdir else None,
         sample_s=args.sample,

@@ -139,6 +139,7 @@ async def _run(options: DemoOptions, workdir: Path) -> int:
             end = time.monotonic() + duration / k
             while time.monotonic() < end:
                 await asyncio.sleep(min(options.sample_s / k, max(0.0, end - time.monotonic())))
+                load.check()
                 row = await asyncio.to_thread(observer.sample)
                 screen.show(row_line(row, slo))
         load.rate = 0.0

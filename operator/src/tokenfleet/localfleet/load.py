@@ -56,6 +56,13 @@ class LoadGenerator:
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="load")
 
+    def check(self) -> None:
+        """Raise what stopped the generator, if anything did (a bug must not look idle)."""
+        if self._task is not None and self._task.done() and not self._task.cancelled():
+            error = self._task.exception()
+            if error is not None:
+                raise RuntimeError(f"the load generator stopped: {error!r}") from error
+
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -97,7 +104,8 @@ class LoadGenerator:
                 task = asyncio.create_task(
                     self._one(
                         client,
-                        base + cfg.endpoint,
+                        base,
+                        cfg.endpoint,
                         body,
                         sample.prompt_len,
                         sample.expected_output_len,
