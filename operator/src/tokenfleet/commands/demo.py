@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument(
         "--low",
         type=float,
-        default=0.5,
+        default=0.3,
         help="base load, as a multiple of one replica's planned goodput (default: %(default)s)",
     )
     p.add_argument(
@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         low=args.low,
         high=args.high,
         phases=(phases[0], phases[1], phases[2]),
+        ramp_s=max(0.0, args.ramp),
         plot=Path(args.plot),
         workdir=Path(args.workdir) if args.workdir else None,
         sample_s=args.sample,

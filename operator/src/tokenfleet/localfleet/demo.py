@@ -33,6 +33,7 @@ class DemoOptions:
     low: float
     high: float
     phases: tuple[float, float, float]
+    ramp_s: float
     plot: Path
     workdir: Path | None
     sample_s: float
@@ -45,6 +46,30 @@ def load_llmservice(path: Path) -> dict[str, Any]:
             doc.setdefault("metadata", {}).setdefault("namespace", "default")
             return dict(doc)
     raise ValueError(f"{path}: no LLMService in the file")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The load over simulated time: `low` for phases[0], a linear ramp to `high` over
+    ramp_s, `high` until phases[0] + phases[1], then a step back to `low` for phases[2]."""
+
+    phases: tuple[float, float, float]
+    ramp_s: float
+    low: float
+    high: float
+
+    @property
+    def end(self) -> float:
+        return sum(self.phases)
+
+    def rate(self, t: float) -> float:
+        base, busy, _ = self.phases
+        if t < base or t >= base + busy:
+            return self.low
+        ramp = min(self.ramp_s, busy)
+        if ramp > 0 and t < base + ramp:
+            return self.low + (self.high - self.low) * (t - base) / ramp
+        return self.high
 
 
 class Screen:
@@ -129,19 +154,18 @@ async def _run(options: DemoOptions, workdir: Path) -> int:
         served = body["spec"]["model"].get("servedName") or body["spec"]["model"]["id"]
         load = await fleet.start_load(ns, name, served, dataset)
         observer = Observer(fleet, ns, name, slo)
-        schedule = [
-            (options.phases[0], options.low * capacity),
-            (options.phases[1], options.high * capacity),
-            (options.phases[2], options.low * capacity),
-        ]
-        for duration, rate in schedule:
-            load.rate = rate
-            end = time.monotonic() + duration / k
-            while time.monotonic() < end:
-                await asyncio.sleep(min(options.sample_s / k, max(0.0, end - time.monotonic())))
-                load.check()
+        low, high = options.low * capacity, options.high * capacity
+        schedule = Schedule(options.phases, options.ramp_s, low, high)
+        start = time.monotonic()
+        next_row = start + options.sample_s / k
+        while (t := (time.monotonic() - start) * k) < schedule.end:
+            load.rate = schedule.rate(t)
+            load.check()
+            if time.monotonic() >= next_row:
+                next_row += options.sample_s / k
                 row = await asyncio.to_thread(observer.sample)
                 screen.show(row_line(row, slo))
+            await asyncio.sleep(min(0.5, options.sample_s / k))
         load.rate = 0.0
         done = list(load.finished)
         ok = [f for f in done if f.output.success]

@@ -34,6 +34,7 @@ def plot(rows: Sequence[Row], slo: Slo, title: str, path: Path) -> Path:
         label=f"TTFT p{slo.quantile * 100:g} (Prometheus)",
     )
     ttft_ax.axhline(slo.ttft_s * 1000, color="tab:red", linestyle="--", label="SLO")
+    ttft_ax.set_yscale("log")  # a cold-start backlog is 100x the SLO; keep the SLO visible
     ttft_ax.set_ylabel("ms")
     ttft_ax.set_xlabel("simulated minutes")
     ttft_ax.legend(loc="upper right")
