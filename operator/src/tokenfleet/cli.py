@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "operator": ("operator", "run the Kubernetes operator that reconciles LLMServices"),
     "bench": ("bench", "load an OpenAI-compatible server like `vllm bench serve`"),
     "render": ("render", "print the Kubernetes manifests the operator would apply for LLMServices"),
+    "autoscale-sim": (
+        "autoscale_sim",
+        "replay a trace against a modelled fleet: our autoscaler vs KEDA, HPA, static, oracle",
+    ),
     "demo": (
         "demo",
         "run the operator, Prometheus and simulated replicas locally under a load step",

@@ -168,7 +168,11 @@ def test_scale_down_waits_for_the_window_then_steps_with_a_cooldown() -> None:
     assert (downs[0] - 3) * 15 >= 300  # the last high recommendation leaves the window first
     gaps = [b - a for a, b in itertools.pairwise(downs)]
     assert all(g * 15 >= DEFAULTS.scale_down_cooldown_seconds for g in gaps)
-    assert all(decisions[i].previous - decisions[i].desired == 1 for i in downs)  # maxScaleDownStep
+    # maxScaleDownStep (1) or half the replicas, whichever is more (AIBrix: down /2)
+    assert all(
+        1 <= decisions[i].previous - decisions[i].desired <= max(1, decisions[i].previous // 2)
+        for i in downs
+    )
     held = {d.held for d in decisions if d.direction == "none" and d.desired > 1}
     assert held <= {None, "Stabilizing", "Cooldown"}
 
@@ -191,8 +195,16 @@ def test_flapping_around_the_threshold_with_an_up_window() -> None:
 
 # -- replicas starting: no cascade -------------------------------------------------------------
 def test_no_new_scale_up_while_replicas_start() -> None:
-    d = decide(spec(), fleet(4, ready=2), signals(NOW, 2, 60.0, 0.7), first_history(), NOW)
+    # The load wants 5 at the target utilisation, but the 4 asked for (2 still starting)
+    # serve it at full utilisation: wait for them.
+    d = decide(spec(), fleet(4, ready=2), signals(NOW, 2, 38.0, 0.7), first_history(), NOW)
     assert (d.desired, d.held) == (4, "ReplicasStarting")
+
+
+def test_load_beyond_what_is_starting_still_scales_up() -> None:
+    # 60 req/s needs 6 even at full utilisation: more than the 4 asked for.
+    d = decide(spec(), fleet(4, ready=2), signals(NOW, 2, 60.0, 0.3), first_history(), NOW)
+    assert (d.desired, d.held, d.driver) == (8, None, "feedforward")
 
 
 def test_repeated_breaches_while_starting_do_not_cascade() -> None:
@@ -207,13 +219,14 @@ def test_repeated_breaches_while_starting_do_not_cascade() -> None:
         history = d.history
         current = fleet(d.desired, ready=2)
         asked.append(d.desired)
-    assert asked[0] == 6 and set(asked) == {6}
+    assert asked[0] == 4 and set(asked) == {4}  # x2 of the 2 ready, once
 
 
 def test_panic_jumps_past_the_step_limit_and_past_starting_replicas() -> None:
-    # 2 ready, 2 starting, TTFT 3x: the breach asks for ceil(2 x 3) = 6 -> straight to 6.
-    d = decide(spec(), fleet(4, ready=2), signals(NOW, 2, 20.0, 1.5), first_history(), NOW)
-    assert d.panic and d.desired == 6 and d.driver == "ttft"
+    # 2 ready, 2 starting, TTFT 3x, 80 req/s: the feed-forward asks for 10; the step limit
+    # (max(2, 100%) = +4) would stop at 8, panic goes straight there.
+    d = decide(spec(), fleet(4, ready=2), signals(NOW, 2, 80.0, 1.5), first_history(), NOW)
+    assert d.panic and d.desired == 10 and d.driver == "feedforward"
     assert d.history.panic_until == NOW + DEFAULTS.panic_hold_seconds
 
 
@@ -224,16 +237,44 @@ def test_panic_on_attainment_far_below_target() -> None:
 
 def test_no_scale_down_while_panicking() -> None:
     d = decide(spec(), fleet(2), signals(NOW, 2, 10.0, 1.5), first_history(), NOW)
-    assert d.panic
+    assert d.panic and d.desired == 4  # TTFT 3x: x2 of the ready replicas
     calm = fleet(d.desired)
     history = d.history
     # Load gone, recommendations in the window cleared: still no scale-down inside panic.
     history = History(capacity=history.capacity, panic_until=history.panic_until)
     d2 = decide(
-        spec(scaleDownStabilizationSeconds=0), calm, signals(NOW + 30, 6, 0.0), history, NOW + 30
+        spec(scaleDownStabilizationSeconds=0), calm, signals(NOW + 30, 4, 0.0), history, NOW + 30
     )
-    assert d2.desired == 6 and d2.panic
+    assert d2.desired == 4 and d2.panic
     d3 = decide(
-        spec(scaleDownStabilizationSeconds=0), calm, signals(NOW + 75, 6, 0.0), d2.history, NOW + 75
+        spec(scaleDownStabilizationSeconds=0), calm, signals(NOW + 75, 4, 0.0), d2.history, NOW + 75
     )
-    assert d3.desired == 5 and not d3.panic
+    assert d3.desired == 2 and not d3.panic  # halved (AIBrix: down /2)
+
+
+def test_no_scale_down_while_the_slo_is_not_met() -> None:
+    """Load says 3 replicas, but the SLO is missed now (attainment 0.985): keep them."""
+    h = History(capacity=first_history().capacity, trusted_since=NOW - 600)
+    d = decide(
+        spec(scaleDownStabilizationSeconds=0), fleet(6), signals(NOW, 6, 20.0, 0.3, 0.985), h, NOW
+    )
+    assert (d.desired, d.held) == (6, "Stabilizing") and "SLO is not met" in d.reason
+
+
+def test_a_rising_load_is_forecast_one_cold_start_ahead() -> None:
+    """A steady ramp of 0.1 req/s per second: the feed-forward sizes for the load 120 s on."""
+    ramp = [(20.0 + 1.5 * i, 0.1, 1.0) for i in range(13)]  # +1.5 req/s every 15 s
+    decisions = run_sequence(spec(maxReplicas=40), fleet(8), ramp)
+    last = decisions[-1].details
+    assert last["forecast"] == pytest.approx(last["demand"] + 0.1 * DEFAULTS.forecast_seconds)
+    assert last["feedforward"] == -(-last["forecast"] // 8)
+
+
+def test_demand_counts_the_requests_that_queue() -> None:
+    """A saturated fleet finishes 20 req/s while 150 more requests pile up in 15 s: the
+    load is 30 req/s, and the feed-forward sizes for that."""
+    h = History(capacity=first_history().capacity, last_in_flight=(NOW - 15, 100.0))
+    sig = signals(NOW, 2, 20.0, 0.3, 1.0, running_per_replica=100.0, waiting_per_replica=25.0)
+    d = decide(spec(), fleet(2), sig, h, NOW)
+    assert d.details["demand"] == pytest.approx(20.0 + (250.0 - 100.0) / 15)
+    assert d.details["feedforward"] == 4

@@ -50,6 +50,11 @@ class PolicyParams:
     stale_after_seconds: float = 60.0
     """Newest sample older than this is stale: four HPA sync periods (15 s). llm-d's EPP is
     far stricter (200 ms) because it routes per request; a scaler only needs a fresh minute."""
+    attainment_breach_budgets: float = 2.0
+    """Attainment is a breach when the misses exceed twice the error budget (0.99 -> under
+    0.98): a 1-minute window of a thousand requests moves by a few tenths of a percent on
+    its own, and misses from prompts no replica count can fix (a long prompt's prefill)
+    must not read as missing capacity. The HPA's 10% tolerance, applied to the budget."""
     panic_ttft_ratio: float = 2.0
     """Knative KPA panics at 200% of target; AIBrix KPA at 2x."""
     panic_attainment_gap: float = 0.10
@@ -60,30 +65,49 @@ class PolicyParams:
     no scale-down meanwhile."""
     scale_up_rate: float = 2.0
     """At most x2 per decision, or maxScaleUpStep if larger: HPA's 100% per 15 s, AIBrix up x2."""
+    scale_down_rate: float = 2.0
+    """At most /2 per scale-down, or maxScaleDownStep if larger: AIBrix down /2, Knative's
+    max scale-down rate 2. The stabilization window, not the step, is what makes it slow."""
     scale_down_cooldown_seconds: float = 60.0
     """Between two scale-downs: Knative's 60 s stable window, so the previous step shows in
     the 1-minute rate windows before the next one (Dynamo load mode: one step at a time)."""
     queue_per_replica_threshold: float = 5.0
     """Waiting requests per replica that mean saturation: llm-d WVA / EPP (queue >= 5), the
     KEDA threshold in KServe's LLM docs."""
+    trend_window_seconds: float = 180.0
+    """The load's trend is fitted over 3 minutes: Dynamo's planner interval (180 s)."""
+    forecast_seconds: float = 120.0
+    """...and extrapolated (upward only) by a typical cold start: 1-5 minutes for 7-70B
+    models with the image on the node (reference/autoscaling.md), 2 minutes in Dynamo's
+    replay study where reactive scaling collapsed."""
     learn_settle_seconds: float = 60.0
-    """Learn capacity only once the ready count has not changed for a full 1-minute rate
-    window (the window the signals are computed over), so old breaches do not count."""
+    """The signals' window (rate(...[1m])): windowed TTFT / attainment describe the fleet of
+    the last minute, so learning charges them to its fewest / most ready replicas, and SLO
+    breaches are not acted on for a minute after replicas became ready."""
     learn_up_factor: float = 1.25
     """Capacity may rise at most x1.25 per decision (AIBrix-style rate limit, gentler)."""
     learn_down_factor: float = 0.8
     """...and fall at most x0.8 per decision."""
     learn_bounds: tuple[float, float] = (0.25, 4.0)
     """Observed capacity stays within [0.25, 4] x predicted: the model is trusted to 4x."""
-    learn_probe_factor: float = 1.05
-    """When the SLO holds comfortably at the target utilisation, capacity is raised 5% per
-    decision (observed >= r only proves r; the probe finds headroom a pessimistic model
-    hides). A later breach takes it back down (x0.8)."""
-    learn_comfort_ratio: float = 0.5
-    """'Comfortably' = TTFT quantile under half the SLO and attainment at target."""
-    learn_min_utilization: float = 0.6
-    """Evidence counts only at >= 60% of the believed capacity per replica: an idle fleet
-    meets any SLO and says nothing about where it breaks."""
+    learn_probe_factor: float = 1.02
+    """When the SLO holds comfortably at the target utilisation, capacity is raised 2% per
+    decision (observed >= r only proves r, and a fleet run at targetUtilization never
+    shows more; the probe finds the headroom a pessimistic model or a past breach hides).
+    A breach takes it back down to the rate that broke."""
+    learn_break_margin: float = 0.9
+    """Where the SLO broke, capacity is below that load: 10% below, the HPA's tolerance."""
+    learn_nudge_down: float = 0.03
+    """Attainment under target but above the breach floor lowers capacity 3% per decision
+    per error budget missed (0.985 at a 0.99 target: -4.5%): weaker evidence, smaller step."""
+    learn_comfort_budget: float = 0.5
+    """'Comfortably' = at most half the error budget used (0.99 -> attainment >= 0.995)
+    with the TTFT quantile within the SLO."""
+    learn_probe_utilization: float = 0.9
+    """The probe needs the fleet to have run at >= 90% of its operating point
+    (targetUtilization x capacity): an idle fleet meets any SLO and proves nothing."""
+    learn_recovering_ratio: float = 0.9
+    """Requests in flight falling by more than 10% of the finish rate = draining a backlog."""
 
 
 DEFAULTS = PolicyParams()
@@ -95,6 +119,7 @@ class _Assessment:
 
     ttft_ratio: float | None  # TTFT quantile / slo.ttftMs
     attainment: float | None  # min of TTFT and TPOT attainment (joint upper bound)
+    floor: float  # attainment under this is a breach
     broke: bool
     comfortable: bool
     panic: bool
@@ -109,23 +134,31 @@ def decide(
     params: PolicyParams = DEFAULTS,
 ) -> Decision:
     """The replicas to run from `now` on, why, and the History to pass next time."""
-    history = _track_ready(history, current, now)
+    history = _track_ready(history, current, now, params)
     hold = _hold_reason(current, signals, now, params)
     if hold is not None or signals is None:
-        return _hold(current, replace(history, trusted_since=None), hold or "PrometheusDown")
+        history = replace(_note_ready(history, current, now), trusted_since=None)
+        return _hold(current, history, hold or "PrometheusDown")
     if history.trusted_since is None:
         history = replace(history, trusted_since=now)
 
     scaling = spec.autoscaling
     a = _assess(spec, signals, current, params)
-    capacity = _learn(spec, current, signals, history, a, now, params)
-    history = replace(history, capacity=capacity)
-
-    details: dict[str, float] = {"capacity": round(capacity.effective, 4)}
     rate = signals.request_rate or 0.0
-    # Feed-forward: what the measured load needs at the target utilisation (Dynamo planner).
+    demand, history = _demand(signals, history, now, params)
+    capacity = _learn(spec, current, signals, history, a, demand, now, params)
+    history = replace(_note_ready(history, current, now), capacity=capacity)
+    details: dict[str, float] = {"capacity": round(capacity.effective, 4)}
+    details["demand"] = round(demand, 4)
+    slope, history = _trend(rate, history, now, params)
+    if slope > 0:
+        # Replicas ordered now serve only after a cold start: size for the load then
+        # (Dynamo's planner forecasts the next interval; a linear trend is its simplest).
+        demand += slope * params.forecast_seconds
+        details["forecast"] = round(demand, 4)
+    # Feed-forward: what the load needs at the target utilisation (Dynamo planner).
     per_replica = capacity.effective * scaling.target_utilization
-    feedforward = math.ceil(rate / per_replica - 1e-9) if per_replica > 0 else 0
+    feedforward = math.ceil(demand / per_replica - 1e-9) if per_replica > 0 else 0
     details["feedforward"] = feedforward
     raw, driver = feedforward, "feedforward" if scaling.metric == "ttft" else "goodput"
     if capacity.predicted <= 0:  # no capacity estimate: only the SLO signals move replicas
@@ -134,7 +167,13 @@ def decide(
     # Target tracking on the SLO signal, HPA law ceil(N x metric / target), over the replicas
     # that produced the signal (ready), so replicas already starting are not asked for twice.
     ready = max(current.ready, 1)
-    for name, value in _breach_recommendations(spec, signals, a, ready, params).items():
+    breaches = _breach_recommendations(spec, signals, a, ready, params)
+    if not _window_covers_fleet(history, now, params):
+        # TTFT and attainment are windowed: right after replicas became ready they still
+        # describe the smaller fleet (a backlog it built). Acting on them would order the
+        # same replicas twice; the instantaneous queue and the feed-forward still act.
+        breaches = {k: v for k, v in breaches.items() if k == "queue"}
+    for name, value in breaches.items():
         details[name] = value
         if value > raw:
             raw, driver = value, name
@@ -157,7 +196,19 @@ def decide(
     recs += (Recommendation(at=now, replicas=bounded),)
     history = replace(history, recommendations=recs, panic_until=panic_until)
 
-    desired, held, why = _apply_rate_limits(spec, current, history, bounded, panicking, now, params)
+    # What the load needs at full utilisation: while replicas start, only a load that even
+    # all of them could not serve orders more (the SLO signals lag the starting replicas).
+    at_full = math.ceil(demand / capacity.effective - 1e-9) if capacity.effective > 0 else 0
+    outgrown = at_full > current.desired
+    # Dynamo's load planner removes a replica only if the rest stay well inside the SLA:
+    # no scale-down while the SLO is not met now, whatever the load says.
+    slo_met = not (
+        (a.ttft_ratio is not None and a.ttft_ratio > 1)
+        or (a.attainment is not None and a.attainment < spec.slo.attainment)
+    )
+    desired, held, why = _apply_rate_limits(
+        spec, current, history, bounded, panicking, outgrown, slo_met, now, params
+    )
     desired = min(max(desired, lo), hi)  # bounds win over every other rule
     if desired > current.desired:
         history = replace(history, last_scale_up_at=now)
@@ -226,9 +277,67 @@ def _hold(current: FleetState, history: History, reason: HoldReason) -> Decision
     )
 
 
-def _track_ready(history: History, current: FleetState, now: float) -> History:
+def _demand(
+    s: Signals, history: History, now: float, params: PolicyParams
+) -> tuple[float, History]:
+    """Arrivals per second: finished requests per second plus the change of the requests in
+    flight. A saturated fleet finishes only what it can, so the finish rate alone hides
+    the load that queues (Knative sizes from observed concurrency for the same reason)."""
+    rate = s.request_rate or 0.0
+    if s.running_per_replica is None or s.waiting_per_replica is None:
+        return rate, replace(history, last_in_flight=None)
+    in_flight = (s.running_per_replica + s.waiting_per_replica) * s.reporting_replicas
+    demand = rate
+    last = history.last_in_flight
+    if last is not None and 0 < now - last[0] <= params.stale_after_seconds:
+        demand = max(0.0, rate + (in_flight - last[1]) / (now - last[0]))
+    return demand, replace(history, last_in_flight=(now, in_flight))
+
+
+def _trend(
+    rate: float, history: History, now: float, params: PolicyParams
+) -> tuple[float, History]:
+    """Slope (req/s per s) of the request rate over the trend window: newer half's mean
+    minus older half's, over their time apart. Unlike a least-squares fit, a rate that
+    alternates (flapping input) has no trend at all."""
+    start = now - params.trend_window_seconds
+    points = (*(p for p in history.rates if p[0] > start), (now, rate))
+    history = replace(history, rates=points)
+    if len(points) < 4 or points[-1][0] - points[0][0] < params.trend_window_seconds / 2:
+        return 0.0, history
+    k = len(points) // 4 * 2  # two halves of an even length: alternating samples cancel out
+    older, newer = points[-2 * k : -k], points[-k:]
+    t_old = sum(t for t, _ in older) / len(older)
+    t_new = sum(t for t, _ in newer) / len(newer)
+    r_old = sum(r for _, r in older) / len(older)
+    r_new = sum(r for _, r in newer) / len(newer)
+    return ((r_new - r_old) / (t_new - t_old) if t_new > t_old else 0.0), history
+
+
+def _window_covers_fleet(history: History, now: float, params: PolicyParams) -> bool:
+    grew = history.ready_grew_at
+    return grew is None or now - grew >= params.learn_settle_seconds
+
+
+def _track_ready(
+    history: History, current: FleetState, now: float, params: PolicyParams
+) -> History:
+    """Remember the ready counts of the window (for _learn); the last_ready bookkeeping is
+    updated after learning, so the previous count still counts this time."""
+    window = now - params.learn_settle_seconds
+    samples = (*(p for p in history.ready_samples if p[0] > window), (now, current.ready))
+    return replace(history, ready_samples=samples)
+
+
+def _note_ready(history: History, current: FleetState, now: float) -> History:
     if history.last_ready != current.ready:
-        return replace(history, last_ready=current.ready, ready_changed_at=now)
+        grew = history.last_ready is not None and current.ready > history.last_ready
+        return replace(
+            history,
+            last_ready=current.ready,
+            ready_changed_at=now,
+            ready_grew_at=now if grew else history.ready_grew_at,
+        )
     return history
 
 
@@ -245,18 +354,20 @@ def _assess(
     ]
     attainment = min(marginals) if marginals else None
     tol = params.tolerance
+    floor = 1 - (1 - slo.attainment) * params.attainment_breach_budgets
     broke = (ratio is not None and ratio > 1 + tol) or (
-        attainment is not None and attainment < slo.attainment
+        attainment is not None and attainment < floor
     )
     comfortable = (
         ratio is not None
-        and ratio <= params.learn_comfort_ratio
-        and (attainment is None or attainment >= slo.attainment)
+        and ratio <= 1.0
+        and attainment is not None
+        and attainment >= 1 - (1 - slo.attainment) * params.learn_comfort_budget
     )
     panic = (ratio is not None and ratio >= params.panic_ttft_ratio) or (
         attainment is not None and attainment < slo.attainment - params.panic_attainment_gap
     )
-    return _Assessment(ratio, attainment, broke, comfortable, panic)
+    return _Assessment(ratio, attainment, floor, broke, comfortable, panic)
 
 
 def _breach_recommendations(
@@ -265,17 +376,21 @@ def _breach_recommendations(
     """Replicas each breached SLO signal asks for (absent when it is within target)."""
     out: dict[str, int] = {}
     tol = params.tolerance
+    # Past saturation TTFT grows with the backlog, not with the missing capacity, so each
+    # signal asks for at most x2 the ready replicas per decision (AIBrix: up x2); the
+    # feed-forward on demand sizes big jumps.
+    cap = params.scale_up_rate
     if a.ttft_ratio is not None and a.ttft_ratio > 1 + tol:
-        out["ttft"] = math.ceil(ready * a.ttft_ratio)
-    if a.attainment is not None and a.attainment < spec.slo.attainment:
+        out["ttft"] = math.ceil(ready * min(a.ttft_ratio, cap))
+    if a.attainment is not None and a.attainment < a.floor:
         # Misses scale like load past capacity; at least one more replica.
         ratio = spec.slo.attainment / max(a.attainment, 0.01)
-        out["attainment"] = max(ready + 1, math.ceil(ready * ratio))
+        out["attainment"] = max(ready + 1, math.ceil(ready * min(ratio, cap)))
     waiting, running = s.waiting_per_replica, s.running_per_replica
     if waiting is not None and waiting >= params.queue_per_replica_threshold:
         # The queued requests need the slots the running ones have: (running + waiting) / running.
         busy = max(running or 0.0, 1.0)
-        out["queue"] = math.ceil(ready * (busy + waiting) / busy)
+        out["queue"] = math.ceil(ready * min((busy + waiting) / busy, cap))
     return out
 
 
@@ -286,33 +401,50 @@ def _learn(
     s: Signals,
     history: History,
     a: _Assessment,
+    demand: float,
     now: float,
     params: PolicyParams,
 ) -> CapacityEstimate:
-    """Correct the per-replica capacity from the rate per ready replica at which the SLO held
+    """Correct the per-replica capacity from the load per ready replica at which the SLO held
     or broke. Bounded per decision and to [0.25, 4] x predicted."""
     cap = history.capacity
     if cap is None or cap.predicted <= 0:
         return cap or CapacityEstimate(predicted=0.0)
-    settled = (
-        current.starting == 0
-        and current.ready > 0
-        and history.ready_changed_at is not None
-        and now - history.ready_changed_at >= params.learn_settle_seconds
-    )
+    # The signals cover the last window: charge a breach to the fewest replicas that were
+    # ready in it (the highest load per replica) and a success to the most (the lowest), so
+    # a fleet that just grew or shrank cannot make the estimate optimistic. Replicas still
+    # starting serve nothing and do not count.
+    window = now - params.learn_settle_seconds
+    counts = [n for t, n in history.ready_samples if t > window] + [current.ready]
+    if history.last_ready is not None:
+        counts.append(history.last_ready)
+    fewest, most = min(counts), max(counts)
     rate = s.request_rate
-    if not settled or rate is None or rate <= 0:
-        return cap
-    r = rate / current.ready
+    observed_window = history.trusted_since is not None and history.trusted_since <= window
+    if not observed_window or fewest <= 0 or rate is None or rate <= 0:
+        return cap  # the first minute after a start or a hold: the window is not ours yet
     eff = cap.effective
+    target_util = spec.autoscaling.target_utilization
     target: float | None = None
     if a.broke:
-        if r < eff:  # broke below what we believed: capacity <= r
-            target = r
-    elif r >= eff * params.learn_min_utilization:
+        # A fleet draining a backlog (requests in flight falling) breaks the SLO at any load:
+        # that says nothing about capacity. Otherwise capacity <= the load that broke it
+        # (arrivals, which a saturated fleet's finish rate understates).
+        recovering = demand < rate * params.learn_recovering_ratio
+        r = max(demand, rate) / fewest
+        if not recovering and r * params.learn_break_margin < eff:
+            target = r * params.learn_break_margin
+    elif a.attainment is not None and a.attainment < spec.slo.attainment:
+        # Burning the error budget without a clear breach, below the believed capacity:
+        # nudge down; the misses may be load-independent (a long prompt), so no jump to r.
+        if rate / most < eff:
+            budgets = (1 - a.attainment) / max(1 - spec.slo.attainment, 1e-6)
+            target = eff * (1 - params.learn_nudge_down * budgets)
+    else:
+        r = min(demand, rate) / most
         if r > eff:  # held above what we believed: capacity >= r
             target = r
-        elif a.comfortable and r >= eff * spec.autoscaling.target_utilization * 0.9:
+        elif a.comfortable and r >= eff * target_util * params.learn_probe_utilization:
             target = eff * params.learn_probe_factor
     if target is None:
         return cap
@@ -329,6 +461,8 @@ def _apply_rate_limits(
     history: History,
     bounded: int,
     panicking: bool,
+    outgrown: bool,
+    slo_met: bool,
     now: float,
     params: PolicyParams,
 ) -> tuple[int, HoldReason | None, str]:
@@ -352,7 +486,7 @@ def _apply_rate_limits(
         # (the recommendation counts ready replicas only, so starting ones are not re-asked).
         return bounded, None, "panic: jump to the recommendation"
     if bounded > desired:
-        if current.starting > 0:
+        if current.starting > 0 and not outgrown:
             return desired, "ReplicasStarting", f"{current.starting} replica(s) still starting"
         target = min(up_recs)  # the signal must ask for more over the whole short window
         if target <= desired:
@@ -362,13 +496,18 @@ def _apply_rate_limits(
     if bounded < desired:
         if panicking:
             return desired, None, "no scale-down while panicking"
+        if not slo_met:
+            return desired, "Stabilizing", "no scale-down while the SLO is not met"
         target = max(down_recs)  # the highest recommendation of the down window
         if target >= desired:
             return desired, "Stabilizing", "scale-down waits for the stabilization window"
         last = history.last_scale_down_at
         if last is not None and now - last < params.scale_down_cooldown_seconds:
             return desired, "Cooldown", "too soon after the last scale-down"
-        return max(target, desired - scaling.max_scale_down_step), None, "scale down"
+        step = max(
+            scaling.max_scale_down_step, math.floor(desired * (1 - 1 / params.scale_down_rate))
+        )
+        return max(target, desired - step), None, "scale down"
     return desired, None, "at the recommendation"
 
 

@@ -112,6 +112,16 @@ class History:
     """current.ready at the previous decision (to see when the fleet changed)."""
     ready_changed_at: float | None = None
     """When the ready count last changed: capacity is learnt only on a settled fleet."""
+    ready_samples: tuple[tuple[float, int], ...] = ()
+    """(at, ready) of the decisions inside the signals' window: a windowed signal is
+    charged to the fewest (a breach) or the most (a success) replicas that served it."""
+    ready_grew_at: float | None = None
+    """When more replicas last became ready: windowed SLO signals lag that change."""
+    last_in_flight: tuple[float, float] | None = None
+    """(at, requests running + waiting over the fleet) at the previous decision: the
+    change tells arrivals from finishes when the fleet is saturated."""
+    rates: tuple[tuple[float, float], ...] = ()
+    """(at, request rate) of recent decisions: the load's trend for the forecast."""
     trusted_since: float | None = None
     """Start of the current run of decisions on trusted data (None after a hold or at
     first): a scale-down needs a whole stabilization window of them."""

@@ -1,0 +1,141 @@
+"""The modelled fleet: replicas that take `cold_start` seconds to become ready, a router, and
+scale-down that removes starting replicas first, then the least busy ready one, which stops
+taking requests and finishes its in-flight ones (pod-deletion-cost + a drain).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from tokenfleet.autoscale.fleetsim_replica import FastReplica, FleetRequest
+from tokenfleet.sim.scheduler import SchedulerConfig, StepTimer
+
+
+@dataclass(frozen=True)
+class ReplicaShape:
+    """One planned replica: its scheduler limits, step timer and GPUs."""
+
+    config: SchedulerConfig
+    timer: StepTimer
+    gpus: int
+
+
+@dataclass(eq=False)
+class SimReplica:
+    index: int
+    model: FastReplica
+    created_at: float
+    ready_at: float
+    draining: bool = False
+    stopped_at: float | None = None
+
+    def ready(self, now: float) -> bool:
+        return not self.draining and self.ready_at <= now
+
+
+@dataclass
+class Fleet:
+    shape: ReplicaShape
+    cold_start: float
+    seed: int = 0
+    replicas: list[SimReplica] = field(default_factory=list)
+    retired: list[SimReplica] = field(default_factory=list)
+    pending: list[FleetRequest] = field(default_factory=list)  # arrived while none was ready
+    scale_events: int = 0
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(f"router:{self.seed}")
+
+    # -- size ------------------------------------------------------------------------------
+    @property
+    def desired(self) -> int:
+        return sum(1 for r in self.replicas if not r.draining)
+
+    def ready(self, now: float) -> list[SimReplica]:
+        return [r for r in self.replicas if r.ready(now)]
+
+    def start(self, count: int, now: float, warm: bool = False) -> None:
+        """`warm`: ready at once (the fleet that exists before the trace starts)."""
+        for _ in range(count):
+            index = len(self.replicas) + len(self.retired)
+            ready_at = now if warm else now + self.cold_start
+            model = FastReplica(self.shape.config, self.shape.timer, start=ready_at)
+            self.replicas.append(SimReplica(index, model, now, ready_at))
+
+    def scale_to(self, desired: int, now: float) -> None:
+        current = self.desired
+        if desired == current:
+            return
+        self.scale_events += 1
+        if desired > current:
+            self.start(desired - current, now)
+            return
+        for _ in range(current - desired):
+            serving = [r for r in self.replicas if not r.draining]
+            # ReplicaSets delete pods that are not ready first; then the least busy.
+            victim = min(serving, key=lambda r: (r.ready_at <= now, r.model.outstanding, -r.index))
+            victim.draining = True
+            if victim.ready_at > now:  # never started serving: the GPU is released now
+                victim.stopped_at = now
+                self.replicas.remove(victim)
+                self.retired.append(victim)
+
+    # -- requests ----------------------------------------------------------------------------
+    def route(self, request: FleetRequest, now: float) -> None:
+        ready = self.ready(now)
+        if not ready:
+            self.pending.append(request)
+            return
+        # Power of two choices on outstanding requests: a load-aware gateway's routing at
+        # O(1) per request (a plain Service is random, llm-d's EPP looks at every pod).
+        pick = [ready[0]] if len(ready) == 1 else self._rng.sample(ready, 2)
+        for replica in pick:
+            replica.model.advance(now)
+        target = min(pick, key=lambda r: (r.model.outstanding, r.index))
+        request.replica = target.index
+        target.model.add(request)
+
+    def advance(self, now: float) -> None:
+        """Bring every replica to `now`; retire drained ones; hand pending requests over."""
+        for replica in list(self.replicas):
+            replica.model.advance(now)
+            if replica.draining and replica.model.idle:
+                replica.stopped_at = max(replica.model.last_finish, replica.ready_at)
+                self.replicas.remove(replica)
+                self.retired.append(replica)
+        if self.pending and self.ready(now):
+            waiting, self.pending = self.pending, []
+            for request in waiting:
+                self.route(request, now)
+
+    def finish(self, end: float) -> float:
+        """Drain everything after the trace; returns when the last request finished."""
+        last = end
+        for replica in self.replicas:
+            done = replica.model.drain()
+            last = max(last, done)
+            if replica.ready_at > end:  # still starting when the trace ended
+                replica.stopped_at = end
+            elif replica.draining:
+                replica.stopped_at = max(done, replica.ready_at)
+            else:
+                replica.stopped_at = max(end, done)
+        self.retired.extend(self.replicas)
+        self.replicas = []
+        return last
+
+    def gpu_hours(self) -> float:
+        seconds = sum((r.stopped_at or r.created_at) - r.created_at for r in self.retired)
+        return seconds * self.shape.gpus / 3600.0
+
+    def events(self) -> tuple[list[FleetRequest], list[FleetRequest]]:
+        """First-token and finish events since the last call."""
+        first: list[FleetRequest] = []
+        done: list[FleetRequest] = []
+        for replica in self.replicas + self.retired:
+            first.extend(replica.model.first_tokens)
+            done.extend(replica.model.finished)
+            replica.model.first_tokens.clear()
+            replica.model.finished.clear()
+        return first, done

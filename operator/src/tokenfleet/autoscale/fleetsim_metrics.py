@@ -1,0 +1,97 @@
+"""What Prometheus would show about the modelled fleet: windowed rates, histogram quantiles
+and SLO attainment over the engines' own buckets, and per-replica gauges.
+
+The same arithmetic `autoscale.signals` asks Prometheus for, on the simulated requests:
+`rate(...[1m])`, `histogram_quantile(q, ...)` with linear interpolation inside a bucket,
+attainment = bucket{le <= SLO} / count (the safe rounding down to a bucket boundary).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from tokenfleet.autoscale.types import Signals
+
+RATE_WINDOW_S = 60.0  # rate(...[1m]): the window the signals are computed over
+SCRAPE_INTERVAL_S = 15.0  # Prometheus scrape interval; also the decision cadence
+# vLLM's bucket boundaries (reference/engines.md): TTFT, and per-request TPOT (0.11+).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
+TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+                7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
+
+
+def histogram_quantile(q: float, values: list[float], buckets: tuple[float, ...]) -> float | None:
+    """Prometheus' histogram_quantile over `values` observed into `buckets` (None: 0/0)."""
+    if not values:
+        return None
+    counts = [0] * (len(buckets) + 1)
+    for v in values:
+        counts[bisect.bisect_left(buckets, v)] += 1
+    rank = q * len(values)
+    cumulative = 0
+    for index, count in enumerate(counts):
+        if cumulative + count >= rank and count:
+            if index == len(buckets):
+                return buckets[-1]  # +Inf bucket: Prometheus returns the highest finite bound
+            lower = buckets[index - 1] if index else 0.0
+            return lower + (buckets[index] - lower) * (rank - cumulative) / count
+        cumulative += count
+    return buckets[-1]
+
+
+def attainment(values: list[float], limit: float, buckets: tuple[float, ...]) -> float | None:
+    """Fraction of `values` <= the largest bucket bound <= limit (None: 0/0)."""
+    if not values:
+        return None
+    index = bisect.bisect_right(buckets, limit + 1e-12) - 1
+    bound = buckets[index] if index >= 0 else 0.0
+    return sum(1 for v in values if v <= bound) / len(values)
+
+
+@dataclass
+class Window:
+    """Events of the last RATE_WINDOW_S: first tokens (time, ttft) and finishes (time, tpot)."""
+
+    first_tokens: list[tuple[float, float]]
+    finishes: list[tuple[float, float]]
+
+    def prune(self, now: float) -> None:
+        start = now - RATE_WINDOW_S
+        self.first_tokens = [e for e in self.first_tokens if e[0] > start]
+        self.finishes = [e for e in self.finishes if e[0] > start]
+
+
+def signals(
+    window: Window,
+    now: float,
+    *,
+    quantile: float,
+    ttft_slo_s: float,
+    tpot_slo_s: float,
+    reporting: int,
+    running: list[int],
+    waiting: list[int],
+    kv_usage: list[float],
+) -> Signals:
+    ttfts = [ttft for at, ttft in window.first_tokens if at <= now]
+    tpots = [tpot for at, tpot in window.finishes if at <= now]
+    rate = len(tpots) / RATE_WINDOW_S
+    a = attainment(ttfts, ttft_slo_s, TTFT_BUCKETS)
+    b = attainment(tpots, tpot_slo_s, TPOT_BUCKETS)
+    goodput = rate * max(0.0, a + b - 1) if a is not None and b is not None else None
+    n = max(len(running), 1)
+    return Signals(
+        at=now,
+        reporting_replicas=reporting,
+        request_rate=rate,
+        ttft_quantile_seconds=histogram_quantile(quantile, ttfts, TTFT_BUCKETS),
+        ttft_attainment=a,
+        tpot_attainment=b,
+        goodput=goodput,
+        running_per_replica=sum(running) / n,
+        waiting_per_replica=sum(waiting) / n,
+        kv_usage=sum(kv_usage) / n if kv_usage else None,
+        newest_sample_age_seconds=SCRAPE_INTERVAL_S / 2,  # on average half a scrape old
+    )

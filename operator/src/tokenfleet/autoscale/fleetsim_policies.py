@@ -1,0 +1,162 @@
+"""The autoscalers `tokenfleet autoscale-sim` compares: ours (the operator's own
+`policy.decide`), KEDA-style and HPA-style rules as KServe documents them, a static peak
+provision and the oracle. Each sees what its real counterpart would see, every `period`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tokenfleet.api.spec import LLMServiceSpec
+from tokenfleet.autoscale import policy
+from tokenfleet.autoscale.types import CapacityEstimate, Decision, FleetState, History, Signals
+
+# The Kubernetes HPA v2 defaults (reference/autoscaling.md) shared by the KEDA and HPA rules.
+HPA_SYNC_S = 15.0  # --horizontal-pod-autoscaler-sync-period
+HPA_TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance
+HPA_DOWN_WINDOW_S = 300.0  # behavior.scaleDown.stabilizationWindowSeconds
+HPA_UP_PODS = 4  # behavior.scaleUp: max(4 pods, 100%) per 15 s
+KEDA_POLL_S = 30.0  # KEDA pollingInterval
+KEDA_WAITING_TARGET = 5.0  # waiting requests per replica (llm-d / KServe's KEDA example)
+HPA_RUNNING_TARGET = 2.0  # vllm:num_requests_running per pod, KServe's LLM autoscaling docs
+
+
+@dataclass(frozen=True)
+class FleetView:
+    now: float
+    current: FleetState
+    signals: Signals
+
+
+class Autoscaler(Protocol):
+    name: str
+    period: float
+
+    def initial(self) -> int: ...
+
+    def decide(self, view: FleetView) -> int: ...
+
+
+@dataclass
+class Tokenfleet:
+    """Ours: every decision is `tokenfleet.autoscale.policy.decide`, History carried over."""
+
+    spec: LLMServiceSpec
+    predicted_capacity: float
+    start: int
+    name: str = "tokenfleet"
+    period: float = 15.0
+    history: History = field(init=False)
+    decisions: list[Decision] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.history = History(capacity=CapacityEstimate(predicted=self.predicted_capacity))
+
+    def initial(self) -> int:
+        return self.start
+
+    def decide(self, view: FleetView) -> int:
+        d = policy.decide(self.spec, view.current, view.signals, self.history, view.now)
+        self.history = d.history
+        self.decisions.append(d)
+        return d.desired
+
+
+@dataclass
+class HpaRule:
+    """The HPA v2 law on one per-pod metric: desired = ceil(sum over ready pods / target),
+    nothing within the 10% tolerance, up at most max(4 pods, 100%) per sync, down to the
+    highest recommendation of the last 300 s. The metric is re-read every `poll` seconds
+    (KEDA's polling interval; the HPA's own metrics pipeline reads every sync)."""
+
+    name: str
+    metric: Callable[[Signals], float | None]
+    target: float
+    poll: float
+    start: int
+    lo: int
+    hi: int
+    period: float = HPA_SYNC_S
+    _value: float | None = None
+    _polled_at: float = -math.inf
+    _recs: list[tuple[float, int]] = field(default_factory=list)
+
+    def initial(self) -> int:
+        return self.start
+
+    def decide(self, view: FleetView) -> int:
+        if view.now - self._polled_at >= self.poll - 1e-9:
+            self._value, self._polled_at = self.metric(view.signals), view.now
+        desired, ready = view.current.desired, view.current.ready
+        rec = desired
+        if self._value is not None:
+            ratio = self._value / self.target
+            if abs(ratio - 1) > HPA_TOLERANCE:
+                rec = math.ceil(self._value * ready / self.target - 1e-9)
+        rec = min(max(rec, self.lo), self.hi)
+        self._recs = [(t, n) for t, n in self._recs if t > view.now - HPA_DOWN_WINDOW_S]
+        self._recs.append((view.now, rec))
+        if rec > desired:
+            return min(rec, desired + max(HPA_UP_PODS, desired))
+        if rec < desired:
+            return min(desired, max(n for _, n in self._recs))
+        return desired
+
+
+def keda(start: int, lo: int, hi: int) -> HpaRule:
+    return HpaRule(
+        "keda", lambda s: s.waiting_per_replica, KEDA_WAITING_TARGET, KEDA_POLL_S, start, lo, hi
+    )
+
+
+def hpa(start: int, lo: int, hi: int) -> HpaRule:
+    return HpaRule(
+        "hpa", lambda s: s.running_per_replica, HPA_RUNNING_TARGET, HPA_SYNC_S, start, lo, hi
+    )
+
+
+@dataclass
+class Static:
+    """Provision for the peak minute, all the time."""
+
+    replicas: int
+    name: str = "static"
+    period: float = 15.0
+
+    def initial(self) -> int:
+        return self.replicas
+
+    def decide(self, view: FleetView) -> int:
+        return self.replicas
+
+
+@dataclass
+class Oracle:
+    """Perfect foresight: at every decision, enough replicas for the busiest minute from now
+    until replicas started now would be ready (plus one period), at the replica's measured
+    capacity. Starts replicas a cold start ahead and drops them as soon as load falls: the
+    lower bound on GPU-hours for a fleet with that cold start."""
+
+    need: Sequence[int]  # replicas per bucket
+    bucket: float
+    cold_start: float
+    name: str = "oracle"
+    period: float = 15.0
+
+    def _at(self, start: float, end: float) -> int:
+        first = int(start // self.bucket)
+        last = min(int(end // self.bucket), len(self.need) - 1)
+        return max(self.need[min(first, len(self.need) - 1) : last + 1])
+
+    def initial(self) -> int:
+        return self._at(0.0, self.cold_start + self.period)
+
+    def decide(self, view: FleetView) -> int:
+        return self._at(view.now, view.now + self.cold_start + self.period)
+
+
+def needed_replicas(rates: Sequence[float], capacity: float, lo: int = 1) -> list[int]:
+    return [max(lo, math.ceil(rate / capacity - 1e-9)) for rate in rates]

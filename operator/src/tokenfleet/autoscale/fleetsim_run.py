@@ -1,0 +1,326 @@
+"""Replay one trace against the modelled fleet under one autoscaler, deterministically.
+
+Setup (once per trace): plan the replica with the capacity model (`tokenfleet.capacity.plan`
++ `step_model`), measure the replica's real capacity in the model (the highest Poisson rate
+whose SLO attainment still meets the target: what the static and oracle baselines get), and
+derive the static peak and the oracle's schedule from the trace. Then, per autoscaler: every
+15 s (the scrape interval) bring the fleet to that time, compute the signals Prometheus would
+show, and let the autoscaler decide when its period comes round.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from tokenfleet.api.spec import LLMServiceSpec
+from tokenfleet.autoscale import fleetsim_metrics as metrics
+from tokenfleet.autoscale.fleetsim_fleet import Fleet, ReplicaShape
+from tokenfleet.autoscale.fleetsim_policies import (
+    Autoscaler,
+    FleetView,
+    Oracle,
+    Static,
+    Tokenfleet,
+    hpa,
+    keda,
+    needed_replicas,
+)
+from tokenfleet.autoscale.fleetsim_replica import FleetRequest
+from tokenfleet.autoscale.fleetsim_traces import Trace
+from tokenfleet.autoscale.types import FleetState
+from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
+from tokenfleet.sim.scheduler import SchedulerConfig
+
+POLICIES = ("tokenfleet", "keda", "hpa", "static", "oracle")
+ORACLE_BUCKET_S = 60.0  # the oracle and the static provision plan per minute of load
+CAPACITY_PROBE_S = 300.0  # length of each run when measuring capacity
+CAPACITY_FLEET = 8  # replicas in that run: about the fleets the built-in traces need
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    model: str = "meta-llama/Llama-3.1-8B"
+    gpu: str = "l40s"
+    engine: str = "vllm"
+    max_model_len: int = 8192
+    ttft_ms: float = 500.0
+    tpot_ms: float = 50.0
+    attainment: float = 0.99
+    quantile: float = 0.95
+    cold_start: float = 120.0  # reference/autoscaling.md: 1-5 min for 7-70B models
+    capacity_error: float = 1.0
+    min_replicas: int = 1
+    max_replicas: int | None = None  # default: twice the static peak provision
+    target_utilization: float | None = None  # default: the operator's (spec.autoscaling)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Setup:
+    trace: Trace
+    options: SimOptions
+    shape: ReplicaShape
+    predicted_capacity: float  # plan() goodput, req/s per replica
+    measured_capacity: float  # what one modelled replica really serves within the SLO
+    need: tuple[int, ...]  # replicas per ORACLE_BUCKET_S at the measured capacity
+    max_replicas: int
+    spec: LLMServiceSpec
+
+    @property
+    def static_replicas(self) -> int:
+        return max(self.need)
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    at: float
+    load: float  # arrivals per second over the last rate window
+    desired: int
+    ready: int
+    ttft_p95: float | None
+
+
+@dataclass
+class RunResult:
+    name: str
+    requests: int
+    good: int
+    duration: float
+    gpu_hours: float
+    scale_events: int
+    timeline: list[TimelinePoint] = field(default_factory=list)
+    autoscaler: Autoscaler | None = None
+
+    @property
+    def attainment(self) -> float:
+        return self.good / self.requests if self.requests else 1.0
+
+    @property
+    def goodput(self) -> float:
+        return self.good / self.duration
+
+
+def prepare(trace: Trace, options: SimOptions) -> Setup:
+    if options.cold_start < 0:
+        raise PlanError("--cold-start", options.cold_start, "is negative", "pass 0 or more seconds")
+    if options.capacity_error <= 0:
+        raise PlanError(
+            "--capacity-error", options.capacity_error, "must be positive", "pass e.g. 0.5 or 2"
+        )
+    prompt = sum(r.prompt for r in trace.requests) / len(trace.requests)
+    output = sum(r.output for r in trace.requests) / len(trace.requests)
+    p = plan(
+        PlanRequest(
+            arch=load_model(options.model, "--model"),
+            gpu=get_gpu(options.gpu),
+            engine="sglang" if options.engine == "sglang" else "vllm",
+            max_model_len=options.max_model_len,
+            input_tokens=max(1, round(prompt)),
+            output_tokens=max(1, round(output)),
+            ttft_slo_ms=options.ttft_ms,
+            tpot_slo_ms=options.tpot_ms,
+        )
+    )
+    predicted = p.predicted.goodput_requests_per_second
+    if predicted <= 0:
+        raise PlanError(
+            "--model/--gpu",
+            f"{options.model} on {options.gpu}",
+            "cannot meet the SLO even with one request at a time (plan goodput 0)",
+            "use a faster GPU or relax --ttft-slo-ms / --tpot-slo-ms",
+        )
+    config = SchedulerConfig(
+        kv_cache_tokens=p.kv_cache_tokens,
+        max_num_seqs=p.max_num_seqs,
+        max_num_batched_tokens=p.max_num_batched_tokens,
+        max_model_len=p.max_model_len,
+        block_size=1 if p.engine == "sglang" else 16,
+    )
+    too_long = [r for r in trace.requests if r.prompt + r.output > p.max_model_len]
+    if too_long:
+        r = too_long[0]
+        raise PlanError(
+            "--trace",
+            trace.name,
+            f"has {len(too_long)} request(s) longer than max-model-len {p.max_model_len} "
+            f"(first at {r.at:.1f} s: {r.prompt} + {r.output} tokens)",
+            "raise --max-model-len or drop those rows",
+        )
+    shape = ReplicaShape(config, step_model(p), p.gpus_per_replica)
+    measured = measure_capacity(shape, trace, options)
+    need = tuple(
+        needed_replicas(trace.rate_per_bucket(ORACLE_BUCKET_S), measured, options.min_replicas)
+    )
+    hi = options.max_replicas or max(2 * max(need), options.min_replicas)
+    spec = LLMServiceSpec.model_validate(
+        {
+            "model": {"id": options.model},
+            "gpu": {"type": options.gpu},
+            "engine": {"kind": p.engine},
+            "workload": {
+                "maxModelLen": p.max_model_len,
+                "inputTokens": round(prompt),
+                "outputTokens": round(output),
+            },
+            "slo": {
+                "ttftMs": options.ttft_ms,
+                "tpotMs": options.tpot_ms,
+                "attainment": options.attainment,
+                "quantile": options.quantile,
+            },
+            # The operator's defaults, deciding at the 15 s scrape cadence.
+            "autoscaling": {
+                "enabled": True,
+                "minReplicas": options.min_replicas,
+                "maxReplicas": hi,
+                "intervalSeconds": 15,
+                **(
+                    {"targetUtilization": options.target_utilization}
+                    if options.target_utilization
+                    else {}
+                ),
+            },
+        }
+    )
+    return Setup(trace, options, shape, predicted, measured, need, hi, spec)
+
+
+def measure_capacity(shape: ReplicaShape, trace: Trace, options: SimOptions) -> float:
+    """The highest Poisson rate per replica that a warm fleet of CAPACITY_FLEET replicas,
+    behind the same router, serves at the SLO attainment target, with request sizes drawn
+    from the trace (bisection, seeded). A fleet, not one replica: routing pools the
+    variance, and the oracle must be a lower bound for fleets of that size."""
+    sizes = [(r.prompt, r.output) for r in trace.requests]
+
+    def attained(rate: float) -> bool:
+        rng = random.Random(f"capacity:{options.seed}")
+        fleet = Fleet(shape, 0.0, options.seed)
+        fleet.start(CAPACITY_FLEET, 0.0, warm=True)
+        requests: list[FleetRequest] = []
+        t = 0.0
+        while True:
+            t += rng.expovariate(rate * CAPACITY_FLEET)
+            if t >= CAPACITY_PROBE_S:
+                break
+            prompt, output = rng.choice(sizes)
+            request = FleetRequest(t, prompt, output)
+            fleet.route(request, t)
+            requests.append(request)
+        fleet.finish(CAPACITY_PROBE_S)
+        counted = [r for r in requests if r.arrival >= 60.0] or requests  # skip the warm-up
+        return _good_fraction(counted, options) >= options.attainment
+
+    lo, hi = 0.0, 1.0
+    while attained(hi) and hi < 1e4:
+        lo, hi = hi, hi * 2
+    for _ in range(8):  # a bracket of 2x split 8 times: 0.4% resolution
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if attained(mid) else (lo, mid)
+    return max(lo, 1e-3)
+
+
+def _good(request: FleetRequest, options: SimOptions) -> bool:
+    return request.finished_at is not None and (
+        request.ttft <= options.ttft_ms / 1000 and request.tpot <= options.tpot_ms / 1000
+    )
+
+
+def _good_fraction(requests: list[FleetRequest], options: SimOptions) -> float:
+    return sum(1 for r in requests if _good(r, options)) / max(len(requests), 1)
+
+
+def make_autoscaler(name: str, setup: Setup) -> Autoscaler:
+    o = setup.options
+    oracle = Oracle(setup.need, ORACLE_BUCKET_S, o.cold_start)
+    start = oracle.initial()  # every reactive policy starts from what the first minutes need
+    if name == "tokenfleet":
+        return Tokenfleet(setup.spec, setup.predicted_capacity * o.capacity_error, start)
+    if name == "keda":
+        return keda(start, o.min_replicas, setup.max_replicas)
+    if name == "hpa":
+        return hpa(start, o.min_replicas, setup.max_replicas)
+    if name == "static":
+        return Static(setup.static_replicas)
+    if name == "oracle":
+        return oracle
+    raise PlanError("--policy", name, "is not a policy", f"use one of {', '.join(POLICIES)} or all")
+
+
+def run_policy(setup: Setup, autoscaler: Autoscaler) -> RunResult:
+    o = setup.options
+    trace = setup.trace
+    fleet = Fleet(setup.shape, o.cold_start, o.seed)
+    fleet.start(autoscaler.initial(), 0.0, warm=True)
+    window = metrics.Window([], [])
+    requests = [FleetRequest(r.at, r.prompt, r.output) for r in trace.requests]
+    arrivals: list[float] = []
+    timeline: list[TimelinePoint] = []
+    step = metrics.SCRAPE_INTERVAL_S
+    every = max(1, round(autoscaler.period / step))
+    index, tick = 0, 1
+    while tick * step <= trace.duration:
+        now = tick * step
+        while index < len(requests) and requests[index].arrival < now:
+            request = requests[index]
+            fleet.route(request, request.arrival)
+            arrivals.append(request.arrival)
+            index += 1
+        fleet.advance(now)
+        first, done = fleet.events()
+        window.first_tokens += [(r.first_token_at or now, r.ttft) for r in first]
+        window.finishes += [(r.finished_at or now, r.tpot) for r in done]
+        window.prune(now)
+        ready = fleet.ready(now)
+        signals = metrics.signals(
+            window,
+            now,
+            quantile=o.quantile,
+            ttft_slo_s=o.ttft_ms / 1000,
+            tpot_slo_s=o.tpot_ms / 1000,
+            reporting=sum(1 for r in fleet.replicas if r.ready_at <= now),
+            running=[r.model.running for r in ready],
+            waiting=[len(r.model.waiting) for r in ready],
+            kv_usage=[r.model.kv_used / setup.shape.config.kv_cache_tokens for r in ready],
+        )
+        recent = sum(1 for a in arrivals[-5000:] if a > now - metrics.RATE_WINDOW_S)
+        timeline.append(
+            TimelinePoint(
+                now,
+                recent / metrics.RATE_WINDOW_S,
+                fleet.desired,
+                len(ready),
+                signals.ttft_quantile_seconds,
+            )
+        )
+        if tick % every == 0:
+            current = FleetState(fleet.desired, len(ready), o.min_replicas, setup.max_replicas)
+            fleet.scale_to(autoscaler.decide(FleetView(now, current, signals)), now)
+        tick += 1
+    for request in requests[index:]:
+        fleet.advance(request.arrival)
+        fleet.route(request, request.arrival)
+    fleet.finish(trace.duration)
+    good = sum(1 for r in requests if _good(r, o))
+    return RunResult(
+        name=autoscaler.name,
+        requests=len(requests),
+        good=good,
+        duration=trace.duration,
+        gpu_hours=fleet.gpu_hours(),
+        scale_events=fleet.scale_events,
+        timeline=timeline,
+        autoscaler=autoscaler,
+    )
+
+
+def run(
+    trace: Trace, options: SimOptions, policies: tuple[str, ...] = POLICIES
+) -> tuple[Setup, dict[str, RunResult]]:
+    setup = prepare(trace, options)
+    return setup, {name: run_policy(setup, make_autoscaler(name, setup)) for name in policies}
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else math.inf

@@ -1,0 +1,176 @@
+"""Request traces for `tokenfleet autoscale-sim`: built-in synthetic shapes and Azure CSVs.
+
+The public traces (Azure LLM inference 2023/2024, BurstGPT, Mooncake) cannot be downloaded
+here, so the built-in ones reproduce their shapes at a modest scale (30 simulated minutes,
+a few to tens of req/s) and the Azure CSV format is read as given:
+`TIMESTAMP,ContextTokens,GeneratedTokens` (TIMESTAMP as `2023-11-16 18:15:46.6805900` or
+seconds). Everything is seeded: the same name and seed give the same requests.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from tokenfleet.capacity.errors import PlanError
+
+DURATION_S = 1800.0  # 30 simulated minutes: long enough for a 300 s window to matter twice
+# Request sizes of Azure's 2023 "conv" trace (median 1,020 in / 129 out), lognormal tails.
+PROMPT_MEDIAN, PROMPT_SIGMA, PROMPT_MAX = 1020, 0.6, 4096
+OUTPUT_MEDIAN, OUTPUT_SIGMA, OUTPUT_MAX = 129, 0.7, 1024
+BUILT_IN = ("steady", "diurnal", "spike", "bursty")
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    at: float  # seconds from the start of the trace
+    prompt: int
+    output: int
+
+
+@dataclass(frozen=True)
+class Trace:
+    name: str
+    requests: tuple[TraceRequest, ...]
+    duration: float
+
+    def rate_per_bucket(self, bucket: float) -> list[float]:
+        """Arrivals per second in consecutive buckets of `bucket` seconds."""
+        counts = [0] * max(1, math.ceil(self.duration / bucket))
+        for r in self.requests:
+            counts[min(int(r.at // bucket), len(counts) - 1)] += 1
+        return [c / bucket for c in counts]
+
+
+# Rate profiles in req/s over t in [0, DURATION_S).
+def _steady(t: float) -> float:
+    return 20.0
+
+
+def _diurnal(t: float) -> float:
+    # A day compressed into 30 minutes: night 6 req/s, midday peak 36 req/s.
+    return 6.0 + 30.0 * (0.5 - 0.5 * math.cos(2 * math.pi * t / DURATION_S))
+
+
+def _spike(t: float) -> float:
+    # 10 req/s, a 4x spike for 5 minutes at minute 10 (a launch, a batch job).
+    return 40.0 if 600.0 <= t < 900.0 else 10.0
+
+
+def _bursty(t: float) -> float:
+    # Mean rate drifting 10 <-> 30 req/s; the burstiness comes from gamma inter-arrivals.
+    return 20.0 + 10.0 * math.sin(2 * math.pi * t / 900.0)
+
+
+PROFILES: dict[str, Callable[[float], float]] = {
+    "steady": _steady,
+    "diurnal": _diurnal,
+    "spike": _spike,
+    "bursty": _bursty,
+}
+BURSTY_CV = 2.0  # coefficient of variation of inter-arrivals (Poisson: 1), BurstGPT-like
+
+
+def synthetic(name: str, seed: int = 0) -> Trace:
+    if name not in PROFILES:
+        raise PlanError(
+            "--trace", name, "is not a built-in trace", f"use one of {BUILT_IN} or a .csv file"
+        )
+    rng = random.Random(f"{name}:{seed}")
+    profile = PROFILES[name]
+    shape = 1.0 / BURSTY_CV**2 if name == "bursty" else 1.0  # gamma shape; 1 = exponential
+    peak = max(profile(t) for t in range(int(DURATION_S)))
+    requests: list[TraceRequest] = []
+    t = 0.0
+    while True:
+        # Thinning of a gamma renewal process at the peak rate: exact for Poisson, and keeps
+        # the burst structure of gamma arrivals while the mean follows the profile.
+        t += rng.gammavariate(shape, 1.0 / (shape * peak))
+        if t >= DURATION_S:
+            break
+        if rng.random() * peak > profile(t):
+            continue
+        prompt = min(
+            PROMPT_MAX, max(16, round(rng.lognormvariate(math.log(PROMPT_MEDIAN), PROMPT_SIGMA)))
+        )
+        output = min(
+            OUTPUT_MAX, max(2, round(rng.lognormvariate(math.log(OUTPUT_MEDIAN), OUTPUT_SIGMA)))
+        )
+        requests.append(TraceRequest(t, prompt, output))
+    return Trace(name, tuple(requests), DURATION_S)
+
+
+def load_csv(path: str | Path) -> Trace:
+    """An Azure LLM inference trace CSV; times are shifted to start at 0."""
+    file = Path(path)
+    if not file.is_file():
+        raise PlanError(
+            "--trace",
+            str(path),
+            "is not a file",
+            "give a CSV path or one of " + ", ".join(BUILT_IN),
+        )
+    rows: list[tuple[float, int, int]] = []
+    with file.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        columns = {c.strip() for c in reader.fieldnames or ()}
+        missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - columns
+        if missing:
+            raise PlanError(
+                "--trace",
+                str(path),
+                f"has no column(s) {', '.join(sorted(missing))} (header: {sorted(columns)})",
+                "use the Azure LLM inference trace header TIMESTAMP,ContextTokens,GeneratedTokens",
+            )
+        for line, row in enumerate(reader, start=2):
+            row = {k.strip(): (v or "").strip() for k, v in row.items() if k}
+            rows.append(_parse_row(path, line, row))
+    if not rows:
+        raise PlanError("--trace", str(path), "has no requests", "give a CSV with at least one row")
+    start = min(r[0] for r in rows)
+    requests = sorted((TraceRequest(t - start, p, o) for t, p, o in rows), key=lambda r: r.at)
+    duration = max(r.at for r in requests) + 1.0
+    return Trace(file.name, tuple(requests), duration)
+
+
+def _parse_row(path: str | Path, line: int, row: dict[str, str]) -> tuple[float, int, int]:
+    where = f"{path} line {line}"
+    stamp = row["TIMESTAMP"]
+    try:
+        at = float(stamp)
+    except ValueError:
+        try:
+            # Azure writes 7 fractional digits; Python parses at most 6.
+            head, _, frac = stamp.partition(".")
+            at = datetime.fromisoformat(f"{head}.{frac[:6]}" if frac else head).timestamp()
+        except ValueError:
+            raise PlanError(
+                f"{where} TIMESTAMP",
+                stamp,
+                "is neither seconds nor a date-time",
+                "write it as 2023-11-16 18:15:46.680590 or as seconds",
+            ) from None
+    values = []
+    for column in ("ContextTokens", "GeneratedTokens"):
+        try:
+            value = int(float(row[column]))
+        except ValueError:
+            value = -1
+        if value < 1:
+            raise PlanError(
+                f"{where} {column}",
+                row[column],
+                "is not a positive token count",
+                "fix or drop the row",
+            )
+        values.append(value)
+    return at, values[0], values[1]
+
+
+def load(trace: str, seed: int = 0) -> Trace:
+    return synthetic(trace, seed) if trace in PROFILES else load_csv(trace)

@@ -1,0 +1,108 @@
+"""`tokenfleet autoscale-sim`: replay a request trace against a modelled fleet under our
+autoscaler (the operator's own policy.decide), KEDA- and HPA-style rules, a static peak
+provision and the oracle. Offline and deterministic: the same options give the same JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.types import DEFAULT_TPOT_SLO_MS, DEFAULT_TTFT_SLO_MS
+
+
+def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
+    del name
+    p.add_argument(
+        "--trace",
+        required=True,
+        help="built-in steady | diurnal | spike | bursty, or an Azure LLM inference trace CSV "
+        "(TIMESTAMP,ContextTokens,GeneratedTokens)",
+    )
+    p.add_argument(
+        "--policy",
+        default="all",
+        help="tokenfleet | keda | hpa | static | oracle | all, or a comma-separated list",
+    )
+    p.add_argument("--model", default="meta-llama/Llama-3.1-8B", help="catalog id")
+    p.add_argument("--gpu", default="l40s", help="GPU type (tokenfleet gpus)")
+    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm")
+    p.add_argument("--max-model-len", type=int, default=8192)
+    p.add_argument("--ttft-slo-ms", type=float, default=DEFAULT_TTFT_SLO_MS)
+    p.add_argument("--tpot-slo-ms", type=float, default=DEFAULT_TPOT_SLO_MS)
+    p.add_argument(
+        "--cold-start", type=float, default=120.0, help="seconds until a new replica serves"
+    )
+    p.add_argument(
+        "--capacity-error",
+        type=float,
+        default=1.0,
+        help="scale the capacity model's prediction our policy starts from (0.5, 2: wrong)",
+    )
+    p.add_argument("--min-replicas", type=int, default=1)
+    p.add_argument("--max-replicas", type=int, help="default: twice the static peak provision")
+    p.add_argument("--target-utilization", type=float, help="default: the operator's (0.8)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the synthetic traces and the router"
+    )
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument("--plot", metavar="FILE.png", help="draw load, replicas and p95 TTFT over time")
+
+
+def _policies(value: str) -> tuple[str, ...]:
+    from tokenfleet.autoscale.fleetsim_run import POLICIES
+
+    if value == "all":
+        return POLICIES
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    for name in names:
+        if name not in POLICIES:
+            raise PlanError(
+                "--policy", name, "is not a policy", f"use one of {', '.join(POLICIES)} or all"
+            )
+    return names
+
+
+def run(args: argparse.Namespace) -> int:
+    from tokenfleet.autoscale import fleetsim_report as report
+    from tokenfleet.autoscale.fleetsim_run import SimOptions
+    from tokenfleet.autoscale.fleetsim_run import run as simulate
+    from tokenfleet.autoscale.fleetsim_traces import load
+
+    for flag in ("min_replicas", "max_replicas", "max_model_len"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise PlanError(
+                "--" + flag.replace("_", "-"), value, "must be at least 1", "pass 1 or more"
+            )
+    if args.max_replicas is not None and args.max_replicas < args.min_replicas:
+        raise PlanError("--max-replicas", args.max_replicas, "is below --min-replicas", "raise it")
+    if args.target_utilization is not None and not 0 < args.target_utilization <= 1:
+        raise PlanError(
+            "--target-utilization", args.target_utilization, "must be in (0, 1]", "pass e.g. 0.8"
+        )
+    options = SimOptions(
+        model=args.model,
+        gpu=args.gpu,
+        engine=args.engine,
+        max_model_len=args.max_model_len,
+        ttft_ms=args.ttft_slo_ms,
+        tpot_ms=args.tpot_slo_ms,
+        cold_start=args.cold_start,
+        capacity_error=args.capacity_error,
+        min_replicas=args.min_replicas,
+        max_replicas=args.max_replicas,
+        target_utilization=args.target_utilization,
+        seed=args.seed,
+    )
+    setup, results = simulate(load(args.trace, args.seed), options, _policies(args.policy))
+    if args.output == "json":
+        json.dump(report.to_json(setup, results), sys.stdout, indent=2)
+        print()
+    else:
+        print(report.table(setup, results))
+    if args.plot:
+        report.plot(setup, results, args.plot)
+        print(f"plot written to {args.plot}", file=sys.stderr)
+    return 0

@@ -1,0 +1,130 @@
+"""`tokenfleet autoscale-sim` end to end: deterministic JSON, its shape, the baselines'
+invariants, errors, and that our policy is the operator's own policy.decide."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from tokenfleet.autoscale import policy
+from tokenfleet.autoscale.fleetsim_run import SimOptions, make_autoscaler, prepare, run_policy
+from tokenfleet.autoscale.fleetsim_traces import load_csv
+from tokenfleet.cli import main
+
+
+@pytest.fixture(scope="module")
+def short_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six minutes in the Azure format: 3 req/s, then 9 req/s from minute 2 to 4."""
+    rng = random.Random(7)
+    rows, t = ["TIMESTAMP,ContextTokens,GeneratedTokens"], 0.0
+    while t < 360:
+        t += rng.expovariate(9.0 if 120 <= t < 240 else 3.0)
+        rows.append(f"{t:.3f},{rng.randint(200, 2000)},{rng.randint(20, 300)}")
+    path = tmp_path_factory.mktemp("trace") / "short.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(["autoscale-sim", *argv, "-o", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_same_options_same_json(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None:
+    first = _json(capsys, "--trace", str(short_csv), "--seed", "3")
+    assert _json(capsys, "--trace", str(short_csv), "--seed", "3") == first
+
+
+def test_json_shape(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None:
+    doc = _json(capsys, "--trace", str(short_csv), "--cold-start", "60")
+    assert doc["trace"] == "short.csv"
+    assert set(doc["policies"]) == {"tokenfleet", "keda", "hpa", "static", "oracle"}
+    for name, row in doc["policies"].items():
+        assert set(row) == {"sloAttainment", "goodput", "gpuHours", "scaleEvents"}, name
+        assert 0 <= row["sloAttainment"] <= 1 and row["goodput"] >= 0 and row["gpuHours"] > 0
+        assert isinstance(row["scaleEvents"], int)
+    assert doc["policies"]["static"]["scaleEvents"] == 0
+    assert doc["policies"]["oracle"]["gpuHours"] <= doc["policies"]["static"]["gpuHours"]
+    assert doc["setup"]["coldStartSeconds"] == 60
+
+
+@pytest.mark.parametrize("trace", ["spike"])
+def test_oracle_never_uses_more_gpu_hours_than_static(
+    capsys: pytest.CaptureFixture[str], trace: str
+) -> None:
+    doc = _json(capsys, "--trace", trace, "--policy", "static,oracle")
+    rows = doc["policies"]
+    assert rows["oracle"]["gpuHours"] <= rows["static"]["gpuHours"]
+
+
+def test_ours_is_the_operators_policy_decide(
+    monkeypatch: pytest.MonkeyPatch, short_csv: Path
+) -> None:
+    calls = []
+    real = policy.decide
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        decision = real(*args, **kwargs)
+        calls.append(decision)
+        return decision
+
+    monkeypatch.setattr(policy, "decide", spy)
+    setup = prepare(load_csv(short_csv), SimOptions())
+    ours = make_autoscaler("tokenfleet", setup)
+    result = run_policy(setup, ours)
+    assert len(calls) == len(result.timeline) == int(setup.trace.duration // 15)
+    assert ours.decisions == calls  # type: ignore[attr-defined]
+    assert calls[-1].history.capacity is not None  # the learnt capacity travelled along
+
+
+def test_capacity_error_reaches_our_policy_only(short_csv: Path) -> None:
+    setup = prepare(load_csv(short_csv), SimOptions(capacity_error=0.5))
+    ours = make_autoscaler("tokenfleet", setup)
+    assert ours.history.capacity.predicted == pytest.approx(setup.predicted_capacity * 0.5)  # type: ignore[attr-defined]
+
+
+def test_plot_is_a_png(tmp_path: Path, short_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sim.png"
+    assert (
+        main(
+            [
+                "autoscale-sim",
+                "--trace",
+                str(short_csv),
+                "--policy",
+                "tokenfleet,oracle",
+                "--plot",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "tokenfleet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--policy", "knative"], "--policy=knative: is not a policy"),
+        (["--capacity-error", "0"], "--capacity-error=0.0: must be positive"),
+        (["--cold-start", "-1"], "--cold-start=-1.0: is negative"),
+        (["--max-replicas", "0"], "--max-replicas=0: must be at least 1"),
+    ],
+)
+def test_errors_are_one_line(
+    capsys: pytest.CaptureFixture[str], short_csv: Path, argv: list[str], message: str
+) -> None:
+    assert main(["autoscale-sim", "--trace", str(short_csv), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_bad_csv_row_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n1,100,10\n2,-5,10\n")
+    assert main(["autoscale-sim", "--trace", str(path)]) == 2
+    assert "line 3 ContextTokens=-5" in capsys.readouterr().err

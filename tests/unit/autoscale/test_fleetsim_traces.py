@@ -1,0 +1,101 @@
+"""Traces: the built-in shapes, seeding, and the Azure CSV with one clear error per bad row."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tokenfleet.autoscale.fleetsim_metrics import TTFT_BUCKETS, attainment, histogram_quantile
+from tokenfleet.autoscale.fleetsim_traces import BUILT_IN, load, load_csv, synthetic
+from tokenfleet.capacity.errors import PlanError
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_built_in_traces_are_seeded(name: str) -> None:
+    assert synthetic(name, 3) == synthetic(name, 3)
+    assert synthetic(name, 3) != synthetic(name, 4)
+
+
+def test_shapes() -> None:
+    spike = synthetic("spike").rate_per_bucket(60)
+    assert statistics.mean(spike[11:14]) > 3 * statistics.mean(spike[:9])
+    diurnal = synthetic("diurnal").rate_per_bucket(60)
+    assert max(diurnal) > 4 * min(diurnal) and diurnal.index(max(diurnal)) in range(11, 19)
+    gaps = [
+        b.at - a.at
+        for a, b in zip(
+            synthetic("bursty").requests, synthetic("bursty").requests[1:], strict=False
+        )
+    ]
+    poisson = [
+        b.at - a.at
+        for a, b in zip(
+            synthetic("steady").requests, synthetic("steady").requests[1:], strict=False
+        )
+    ]
+    cv = lambda xs: statistics.pstdev(xs) / statistics.mean(xs)  # noqa: E731
+    assert cv(gaps) > 1.5 > 1.2 > cv(poisson) > 0.8  # gamma bursts vs Poisson
+
+
+def test_azure_csv(tmp_path: Path) -> None:
+    path = tmp_path / "AzureLLMInferenceTrace_conv.csv"
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.6805900,374,44\n"
+        "2023-11-16 18:15:50.9951690,396,109\n"
+        "2023-11-16 18:15:47.0000000,879,46\n"
+    )
+    trace = load(str(path))
+    assert [(round(r.at, 3), r.prompt, r.output) for r in trace.requests] == [
+        (0.0, 374, 44),
+        (0.319, 879, 46),
+        (4.315, 396, 109),
+    ]
+    assert trace.name == path.name and trace.duration == pytest.approx(5.315, abs=1e-3)
+
+
+def test_csv_in_seconds(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n10.5,100,10\n12,200,20\n")
+    assert [r.at for r in load_csv(path).requests] == [0.0, 1.5]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("TIMESTAMP,Context,GeneratedTokens\n1,2,3\n", "no column(s) ContextTokens"),
+        (
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n1,100,10\n2,abc,10\n",
+            "line 3 ContextTokens=abc",
+        ),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\n1,100,0\n", "line 2 GeneratedTokens=0"),
+        (
+            "TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,100,10\n",
+            "line 2 TIMESTAMP=yesterday",
+        ),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\n", "has no requests"),
+    ],
+)
+def test_bad_csv_rows_name_the_line_and_column(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(body)
+    with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_csv(path)
+
+
+def test_unknown_trace_name() -> None:
+    with pytest.raises(PlanError, match="is not a file"):
+        load("no-such-trace")
+
+
+def test_prometheus_arithmetic() -> None:
+    """histogram_quantile interpolates inside the bucket; attainment rounds the SLO down to a
+    bucket bound (0.6 s -> 0.5 s)."""
+    values = [0.05] * 50 + [0.3] * 50  # half in (0.04, 0.06], half in (0.25, 0.5]
+    assert histogram_quantile(0.5, values, TTFT_BUCKETS) == pytest.approx(0.06)
+    assert histogram_quantile(0.75, values, TTFT_BUCKETS) == pytest.approx(0.375)
+    assert histogram_quantile(0.5, [], TTFT_BUCKETS) is None
+    assert attainment([0.4, 0.55, 0.7], 0.6, TTFT_BUCKETS) == pytest.approx(1 / 3)
+    assert attainment([], 0.5, TTFT_BUCKETS) is None
