@@ -17,6 +17,7 @@ from kmock import Server
 from kmock_cluster import Cluster
 from operator_harness import NAMESPACE, RunningOperator, StartOperator, kubeconfig_for
 
+from tokenfleet.controller.autoscaler import AutoscalerOptions, Autoscalers
 from tokenfleet.controller.handlers import Credentials, Options, build_registry
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.metrics import Metrics
@@ -49,16 +50,27 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
         *,
         peering: str | None = None,
         priority: int = 0,
+        autoscaler: dict[str, Any] | None = None,
         **options: Any,
     ) -> RunningOperator:
+        """`autoscaler`: keyword arguments of Autoscalers (source=, decide=, clock=) and
+        `url=`: the injected signals source and policy of the wiring tests."""
         credentials = Credentials()
         reconciler = Reconciler(
             KubeClient(credentials.current, discovery_ttl=0.5),
             Metrics(),
             pipeline or Pipeline.default(),
         )
-        registry = build_registry(reconciler, credentials, Options(**options))
+        scalers = None
+        if autoscaler is not None:
+            extra = dict(autoscaler)
+            url = extra.pop("url", None)
+            scalers = Autoscalers(
+                reconciler.kube, reconciler.metrics, AutoscalerOptions(url), **extra
+            )
+        registry = build_registry(reconciler, credentials, Options(**options), scalers)
         handle = RunningOperator(reconciler, registry, peering, priority)
+        handle.autoscalers = scalers  # type: ignore[attr-defined]
         running.append(handle)
         await handle.start()
         return handle

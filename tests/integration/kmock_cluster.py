@@ -78,8 +78,11 @@ class Cluster(KubernetesEmulator):
     # a list's resourceVersion gets what happened in between (as the apiserver does).
     _log: dict[Any, list[tuple[int, dict[str, Any]]]] = attrs.field(factory=dict, init=False)
     _applied: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict, init=False)
+    conflicts: list[str] = attrs.field(factory=list, init=False)  # paths answered 409 (stale RV)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
     writes: list[tuple[str, str]] = attrs.field(factory=list, init=False)  # (method, path)
+    _gates: list[tuple[str, re.Pattern[str], asyncio.Event]] = attrs.field(factory=list, init=False)
+    held: int = attrs.field(default=0, init=False)  # requests waiting on a hold() gate now
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -109,6 +112,12 @@ class Cluster(KubernetesEmulator):
         """The next `times` requests with this method and a path matching `path` fail."""
         self._faults.append(Fault(method.upper(), re.compile(path), status, times, message))
 
+    def hold(self, method: str, path: str) -> asyncio.Event:
+        """Requests with this method and path wait, unanswered, until the event is set."""
+        gate = asyncio.Event()
+        self._gates.append((method.upper(), re.compile(path), gate))
+        return gate
+
     def get(self, key: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         k = (resource(key), namespace, name)
         if k not in self.objects or self.objects[k].deleted:
@@ -132,6 +141,13 @@ class Cluster(KubernetesEmulator):
         if request.resource is None or request.action is None or not request.resource.plural:
             return await apps.RawHandler._handle(self, request)  # discovery, /version
         method, path = str(request.method.value).upper(), request.url.path
+        for gate_method, gate_path, gate in self._gates:
+            if gate_method == method and gate_path.search(path) and not gate.is_set():
+                self.held += 1
+                try:
+                    await gate.wait()
+                finally:
+                    self.held -= 1
         for fault in self._faults:
             if fault.times > 0 and fault.method == method and fault.path.search(path):
                 fault.times -= 1
@@ -214,14 +230,14 @@ class Cluster(KubernetesEmulator):
         return response
 
     async def _serve_list(self, request: Any) -> Any:
-        wanted = _equality_selector(request.params.get("labelSelector") or "")
+        selector = _label_selector(request.params.get("labelSelector") or "")
         items = [
             obj.raw
             for (res, ns, _), obj in self.objects.items()
             if res == request.resource
             and not obj.deleted
             and request.namespace in (None, ns)
-            and wanted.items() <= (obj.raw.get("metadata", {}).get("labels") or {}).items()
+            and selector.items() <= ((obj.raw.get("metadata") or {}).get("labels") or {}).items()
         ]
         return {"metadata": {"resourceVersion": str(self._last_rv)}, "items": items}
 
@@ -281,6 +297,7 @@ class Cluster(KubernetesEmulator):
             expected = (data.get("metadata") or {}).get("resourceVersion")
             current = old.get("metadata", {}).get("resourceVersion")
             if expected is not None and str(expected) != str(current):
+                self.conflicts.append(request.url.path)
                 raise KubernetesError(
                     409,
                     "Conflict",
@@ -376,32 +393,10 @@ class Cluster(KubernetesEmulator):
         return key[0], {"type": kind, "object": copy.deepcopy(raw)}
 
 
-def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
-    """The autoscaling/v1 Scale view of an object (spec.replicas / status.replicas /
-    status.selector: the paths of the LLMService CRD's scale subresource)."""
-    meta = obj.get("metadata", {})
-    status = obj.get("status") or {}
-    selector = status.get("selector")
-    if not isinstance(selector, str):  # a Deployment: its spec.selector's matchLabels
-        labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-    return {
-        "apiVersion": "autoscaling/v1",
-        "kind": "Scale",
-        "metadata": {
-            k: meta[k]
-            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-            if k in meta
-        },
-        "spec": {"replicas": int((obj.get("spec") or {}).get("replicas") or 0)},
-        "status": {"replicas": int(status.get("replicas") or 0), "selector": selector},
-    }
-
-
-def _equality_selector(text: str) -> dict[str, str]:
-    """`a=b,c==d` -> {a: b, c: d} (the equality-based label selectors the operator sends)."""
-    pairs = [part.replace("==", "=").split("=", 1) for part in text.split(",") if part.strip()]
-    return {k.strip(): v.strip() for k, v in pairs}
+def _label_selector(text: str) -> dict[str, str]:
+    """Equality-based label selectors (k=v,k2=v2), the form the operator sends."""
+    pairs = [part.split("=", 1) for part in text.split(",") if "=" in part]
+    return {k.strip().rstrip("="): v.strip() for k, v in pairs}
 
 
 def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:
@@ -433,3 +428,25 @@ def _prune(current: dict[str, Any], before: dict[str, Any], now: dict[str, Any])
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """The autoscaling/v1 Scale view of an object (spec.replicas / status.replicas /
+    status.selector: the paths of the LLMService CRD's scale subresource)."""
+    meta = obj.get("metadata", {})
+    status = obj.get("status") or {}
+    selector = status.get("selector")
+    if not isinstance(selector, str):  # a Deployment: its spec.selector's matchLabels
+        labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
+        },
+        "spec": {"replicas": int((obj.get("spec") or {}).get("replicas") or 0)},
+        "status": {"replicas": int(status.get("replicas") or 0), "selector": selector},
+    }

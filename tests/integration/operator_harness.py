@@ -91,8 +91,9 @@ async def eventually(
         try:
             last = check()
         except (KeyError, TypeError, IndexError) as error:
-            last = error
-        if last:
-            return last
+            last = error  # not there yet (an exception is truthy: never a success)
+        else:
+            if last:
+                return last
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")

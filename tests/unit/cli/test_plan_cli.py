@@ -106,3 +106,34 @@ def test_config_missing_field_is_named(tmp_path):
 def test_catalog_listings(capsys, command, fragment):
     assert main([command]) == 0
     assert fragment in capsys.readouterr().out
+
+
+def test_target_rps_json_carries_the_fleet(capsys):
+    doc = _json(capsys, "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm",
+                "--target-rps", "12", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "100")  # fmt: skip
+    fleet = doc["fleet"]
+    keys = {"replicas", "gpusPerReplica", "totalGpus", "tensorParallelSize",
+            "pipelineParallelSize", "goodputRequestsPerSecond", "costPerHour"}  # fmt: skip
+    assert keys <= fleet.keys()
+    assert fleet["alternatives"] and all(keys <= a.keys() for a in fleet["alternatives"])
+    assert fleet["goodputRequestsPerSecond"] >= 12
+    assert fleet["totalGpus"] == fleet["replicas"] * fleet["gpusPerReplica"]
+    assert doc["tensorParallelSize"] == fleet["tensorParallelSize"]
+
+
+def test_table_labels_goodput_as_capacity_and_shows_the_fleet(capsys):
+    argv = ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm",
+            "--target-rps", "12", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "100"]  # fmt: skip
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert "goodput capacity" in table and "highest Poisson rate" in table
+    assert "at 16 concurrent" in table  # the throughput row states its concurrency
+    assert "fleet" in table and "<- chosen" in table
+
+
+def test_pp_auto_lets_a_fixed_tp_grow_stages(capsys):
+    doc = _json(capsys, "--model", "meta-llama/Llama-3.1-70B", "--gpu", "l4", "--tp", "4",
+                "--pp", "auto")  # fmt: skip
+    assert doc["tensorParallelSize"] == 4 and doc["pipelineParallelSize"] > 1
+    assert main(["plan", "--model", "meta-llama/Llama-3.1-70B", "--gpu", "l4", "--tp", "4"]) != 0
+    assert "--pp auto" in capsys.readouterr().err

@@ -10,18 +10,13 @@ from tokenfleet.api.base import FREE_FORM, Rule, SpecModel, cel_rules, check
 
 EngineKind = Literal["vllm", "sglang"]
 
-# Images by engine; the tag is the engine version the plan was made for
-# (plan.engine_version), so the sizing and the binary agree.
-IMAGE_REPOSITORIES: dict[str, str] = {
-    "vllm": "vllm/vllm-openai",
-    "sglang": "lmsysorg/sglang",
-}
-
 
 def default_image(kind: str, version: str) -> str:
-    """The upstream image of an engine version: vllm/vllm-openai:v0.11.0, lmsysorg/sglang:v0.5.4."""
-    tag = version if version.startswith("v") else f"v{version}"
-    return f"{IMAGE_REPOSITORIES[kind]}:{tag}"
+    """The upstream CUDA image of an engine version: vllm/vllm-openai:v0.11.0,
+    lmsysorg/sglang:v0.5.4. The table (with the ROCm rows) is engines.images."""
+    from tokenfleet.engines.images import engine_image  # engines imports api's neighbours
+
+    return engine_image(kind, version, "nvidia")
 
 
 VALUE_OR_FROM = Rule(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic_core import PydanticCustomError
 
 from tokenfleet.api.base import FREE_FORM, Rule, SpecModel, cel_rules, check
 
@@ -21,6 +22,28 @@ GpuType = Literal[
     "h200",
     "b200",
     "mi300x",
+]
+
+
+def _catalog_gpu(value: str) -> str:
+    """A GPU type of the live catalog: the built-in GpuType ids, plus the types an operator's
+    catalog overlay adds (tokenfleet.capacity.overlay; the chart then lists them in the CRD)."""
+    from tokenfleet.capacity.gpus import GPUS  # capacity does not import api: no cycle
+
+    if value not in GPUS:
+        expected = ", ".join(repr(g) for g in GPUS)
+        raise PydanticCustomError(
+            "literal_error", "Input should be {expected}", {"expected": expected}
+        )
+    return value
+
+
+# The CRD lists the built-in types (a typo fails at kubectl apply); the operator checks the
+# catalog it runs with, so a type added by its overlay (and by the chart to the CRD) parses.
+CatalogGpuType = Annotated[
+    str,
+    AfterValidator(_catalog_gpu),
+    WithJsonSchema({"type": "string", "enum": list(get_args(GpuType))}),
 ]
 
 TP_TIMES_PP_IS_COUNT = Rule(
@@ -60,7 +83,7 @@ class GpuSpec(SpecModel):
         json_schema_extra=cel_rules(TP_TIMES_PP_IS_COUNT, TP_DIVIDES_COUNT, PP_DIVIDES_COUNT)
     )
 
-    type: GpuType
+    type: CatalogGpuType
     """GPU model; selects nodes by the catalog's node label (nvidia.com/gpu.product)."""
     count: int | None = Field(default=None, ge=1, le=64)
     """GPUs per replica. Default: the fewest that fit the model and meet the SLO."""

@@ -43,6 +43,7 @@ def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None
         ttft_slo_ms=spec.slo.ttft_ms,
         tpot_slo_ms=spec.slo.tpot_ms,
         max_gpus_per_node=spec.gpu.max_per_node,
+        target_requests_per_second=spec.workload.target_requests_per_second,
     )
 
 

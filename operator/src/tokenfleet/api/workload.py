@@ -26,6 +26,10 @@ class WorkloadSpec(SpecModel):
     """Typical prompt length."""
     output_tokens: int = Field(default=DEFAULT_OUTPUT_TOKENS, ge=1, le=10_485_760)
     """Typical output length."""
+    target_requests_per_second: float | None = Field(default=None, gt=0, le=1_000_000)
+    """Requests/s the whole service must serve within the SLO. When set, the planner compares
+    layouts (TP 1 x N replicas, TP 2 x N/2, ...) and picks the cheapest fleet; the plan status
+    reports its replicas and GPUs."""
 
 
 class SloSpec(SpecModel):

@@ -45,14 +45,15 @@ def step_model(p: Plan) -> StepModel:
 
     arch = p.request.arch if p.request else load_model(p.model)
     fmt = weight_format(arch.quantization_config, p.dtype, p.quantization)
-    gpus = p.tensor_parallel_size * p.pipeline_parallel_size
-    compute_fp8 = fmt.linear_bytes <= 1.01 and p.gpu.fp8_tflops > p.gpu.bf16_tflops
+    per_node = min(p.gpus_per_replica, p.gpu.gpus_per_node)
+    if p.nodes_per_replica > 1:
+        per_node = p.gpus_per_replica // p.nodes_per_replica
     return build_step_model(
         arch,
         p.gpu,
         p.tensor_parallel_size,
         p.pipeline_parallel_size,
-        p.weights_total_bytes / gpus,
+        fmt,
         kv_dtype_bytes(p.kv_cache_dtype, fmt.dtype_bytes),
-        compute_fp8,
+        per_node,
     )

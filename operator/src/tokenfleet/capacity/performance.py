@@ -3,7 +3,8 @@
 Prefill is compute-bound (FLOPs / achieved TFLOPS, floored by one pass over the weights);
 decode is bandwidth-bound (weights + live KV read per step / achieved bandwidth, floored by
 compute at large batches). Tensor parallelism adds two all-reduces per layer; pipeline
-parallelism adds a hop per stage. Every constant that is a guess lives in EFFICIENCY.
+parallelism adds a hop per stage. Kernel efficiencies by GPU generation and weight format
+live in kernels.py (one table, each entry with its source); interconnects in comm.py.
 
 From the step model: TTFT, TPOT and throughput at a concurrency (closed loop, Little's law),
 and the goodput capacity: the highest request rate whose TTFT and TPOT still meet the SLO.
@@ -15,63 +16,79 @@ import math
 from dataclasses import dataclass
 
 from tokenfleet.capacity.architecture import ModelArch
+from tokenfleet.capacity.comm import Comm, comm_for
 from tokenfleet.capacity.gpus import GPU
+from tokenfleet.capacity.kernels import (
+    LAYER_LATENCY_S,
+    MOE_BANDWIDTH_SCALE,
+    MOE_COMPUTE_SCALE,
+    MOE_LAYER_LATENCY_S,
+    SINK_FALLBACK,
+    STEP_OVERHEAD_S,
+    format_of,
+    generation,
+    kernel_for,
+    peak_tflops,
+    ramp,
+)
 from tokenfleet.capacity.kv import layer_token_bytes
+from tokenfleet.capacity.quantization import WeightFormat
 from tokenfleet.capacity.types import Prediction
 
+# The step model's constants live with their sources: kernel efficiencies by GPU generation
+# and weight format in capacity/kernels.py, interconnects in capacity/comm.py. This view
+# keeps the old name for callers that print them.
 EFFICIENCY: dict[str, float] = {
-    "prefill_compute": 0.55,  # fraction of dense peak TFLOPS a prefill reaches
-    "decode_compute": 0.40,  # fraction of peak once decode batches become compute-bound
-    "decode_bandwidth": 0.75,  # fraction of HBM bandwidth a decode step reaches
-    "moe_compute_scale": 0.5,  # grouped-GEMM expert kernels reach about half the dense MFU
-    "step_overhead_s": 0.0012,  # scheduler + kernel launch per step (with CUDA graphs)
-    "allreduce_latency_s": 8e-6,  # per all-reduce on NVLink; x4 on PCIe
-    "pp_hop_latency_s": 30e-6,  # activation hand-off between pipeline stages
+    "step_overhead_s": STEP_OVERHEAD_S,
+    "layer_latency_s": LAYER_LATENCY_S,
+    "moe_compute_scale": MOE_COMPUTE_SCALE,
+    "moe_bandwidth_scale": MOE_BANDWIDTH_SCALE,
+    "moe_layer_latency_s": MOE_LAYER_LATENCY_S,
 }
 
 
 @dataclass(frozen=True)
 class StepModel:
-    """Time of one engine step on one replica. Units: tokens and seconds."""
+    """Time of one engine step on one replica. Units: tokens, bytes and seconds.
 
-    weight_bytes_rank: float  # weights one rank reads per decode step (dense part)
-    expert_bytes_rank: float  # one expert's weights on one rank, per MoE layer
+    A step runs every layer of every pipeline stage in turn (one micro-batch), so per-rank
+    quantities are summed over the stages.
+    """
+
+    dense_bytes: float  # non-expert weights one rank reads per step (all stages)
+    expert_bytes: float  # one expert's weights on one rank, per MoE layer
     moe_layers: int
     experts: int
     experts_per_token: int
-    flops_per_token_rank: float  # 2 x active params / (tp)
-    attn_flops_coeff: float  # per rank: attention FLOPs = coeff x tokens x context
+    dense_flops_per_token: float  # 2 x non-expert linear params / tp (no embedding / head)
+    expert_flops_per_token: float  # 2 x routed expert params per token / tp
+    head_flops_per_seq: float  # the LM head runs once per sequence that samples
+    attn_flops_coeff: float  # per rank: attention FLOPs = coeff x (query, key) pairs
     kv_bytes_per_token_layer: float  # per rank, per layer
     full_layers: int
     sliding_layers: int
     window: int
-    tflops: float
-    bandwidth: float
-    tp: int
-    pp: int
-    hidden: int
+    linear_tflops: float  # peak the linear layers' kernel runs at
+    attention_tflops: float  # bf16 peak (attention stays bf16)
+    compute_efficiency: float
+    attention_efficiency: float
+    bandwidth: float  # GB/s
+    bandwidth_efficiency: float
     layers: int
-    pcie: bool
-    compute_scale: float = 1.0
+    comm: Comm
+    overhead_s: float = STEP_OVERHEAD_S  # engine CPU per step; 0 = GPU time only
 
-    def _compute_s(self, flops: float, efficiency: float) -> float:
-        return flops / (self.tflops * 1e12 * efficiency * self.compute_scale)
+    @property
+    def tp(self) -> int:
+        return self.comm.tp
 
-    def _weights_read(self, tokens: int) -> float:
-        if not self.moe_layers:
-            return self.weight_bytes_rank
-        # Distinct experts a batch of `tokens` routes to, per MoE layer.
-        touched = self.experts * (1 - (1 - self.experts_per_token / self.experts) ** tokens)
-        return self.weight_bytes_rank + self.moe_layers * touched * self.expert_bytes_rank
+    @property
+    def pp(self) -> int:
+        return self.comm.pp
 
-    def _comm_s(self, tokens: int) -> float:
-        s = 0.0
-        if self.tp > 1:
-            latency = EFFICIENCY["allreduce_latency_s"] * (4 if self.pcie else 1)
-            s += 2 * self.layers * latency  # two all-reduces per layer, every stage in turn
-        if self.pp > 1:
-            s += (self.pp - 1) * EFFICIENCY["pp_hop_latency_s"]
-        return s
+    def _touched_experts(self, tokens: int) -> float:
+        """Distinct experts a batch of `tokens` routes to, per MoE layer (uniform routing)."""
+        return self.experts * (1 - (1 - self.experts_per_token / self.experts) ** tokens)
 
     def _kv_read(self, seqs: int, context_tokens: int) -> float:
         avg = context_tokens / seqs if seqs else 0
@@ -85,6 +102,7 @@ class StepModel:
         decode_seqs: int,
         decode_context_tokens: int,
         prefill_attention_pairs: float | None = None,
+        prefill_seqs: int = 1,
     ) -> float:
         """One scheduler step: `prefill_tokens` of prompt (chunked prefill) plus one token for
         each of `decode_seqs` running sequences whose contexts total `decode_context_tokens`.
@@ -96,18 +114,33 @@ class StepModel:
         tokens = prefill_tokens + decode_seqs
         if tokens <= 0:
             return 0.0
-        memory = self._weights_read(tokens) + self._kv_read(decode_seqs, decode_context_tokens)
-        memory_s = memory / (self.bandwidth * 1e9 * EFFICIENCY["decode_bandwidth"])
+        bw = self.bandwidth * 1e9 * self.bandwidth_efficiency
+        memory_s = (self.dense_bytes + self._kv_read(decode_seqs, decode_context_tokens)) / bw
+        latency_s = self.layers * LAYER_LATENCY_S
+        peak = self.linear_tflops * 1e12 * self.compute_efficiency
+        compute_s = self.dense_flops_per_token * tokens / (peak * ramp(tokens))
+        sampling = decode_seqs + (prefill_seqs if prefill_tokens else 0)
+        compute_s += self.head_flops_per_seq * sampling / (peak * ramp(sampling))
+        if self.moe_layers:
+            touched = self._touched_experts(tokens)
+            memory_s += self.moe_layers * touched * self.expert_bytes / (bw * MOE_BANDWIDTH_SCALE)
+            rows = tokens * self.experts_per_token / max(touched, 1.0)
+            compute_s += (
+                self.expert_flops_per_token * tokens / (peak * MOE_COMPUTE_SCALE * ramp(rows))
+            )
+            latency_s += self.moe_layers * MOE_LAYER_LATENCY_S
         pairs = prefill_tokens * prefill_tokens / 2
         if prefill_attention_pairs is not None:
             pairs = prefill_attention_pairs
-        flops = self.flops_per_token_rank * tokens
-        flops += self.attn_flops_coeff * (pairs + decode_context_tokens)
-        efficiency = (
-            EFFICIENCY["prefill_compute"] if prefill_tokens else EFFICIENCY["decode_compute"]
-        )
-        compute_s = self._compute_s(flops, efficiency)
-        return max(memory_s, compute_s) + self._comm_s(tokens) + EFFICIENCY["step_overhead_s"]
+        context = float(decode_context_tokens)
+        if self.sliding_layers and self.window:
+            # Sliding-window layers attend to at most `window` keys per query.
+            f = self.sliding_layers / (self.sliding_layers + self.full_layers)
+            pairs = (1 - f) * pairs + f * min(pairs, prefill_tokens * self.window)
+            context = (1 - f) * context + f * min(context, decode_seqs * self.window)
+        attn = self.attn_flops_coeff * (pairs + context)
+        compute_s += attn / (self.attention_tflops * 1e12 * self.attention_efficiency)
+        return max(memory_s, compute_s) + latency_s + self.comm.seconds(tokens) + self.overhead_s
 
     def prefill_seconds(self, num_tokens: int, chunk: int | None = None) -> float:
         """Prefill of one prompt alone, in chunks of `chunk` tokens (None: one step)."""
@@ -130,45 +163,56 @@ def build_step_model(
     gpu: GPU,
     tp: int,
     pp: int,
-    weights_rank: float,
+    fmt: WeightFormat,
     kv_bytes: float,
-    compute_fp8: bool,
+    per_node: int | None = None,
 ) -> StepModel:
+    """The step model of a (TP, PP) layout of `arch` on `gpu` with weights in `fmt`."""
     p = arch.params
-    moe_layers = 0
-    expert_rank = 0.0
-    dense_weights = weights_rank * pp  # a decode token passes through every stage
-    if arch.moe:
-        moe_layers = arch.layers - arch.moe.first_dense_layers
-        expert_rank = p.experts / (moe_layers * arch.moe.experts) / tp
-        bytes_per_param = weights_rank * tp * pp / max(p.total, 1)
-        expert_rank *= bytes_per_param
-        dense_weights -= moe_layers * arch.moe.experts * expert_rank
-    dense_weights -= p.embedding * 2 / tp  # the embedding is a lookup, not a full read
+    kernel = kernel_for(gpu, format_of(fmt.method, fmt.linear_bytes, fmt.dtype_bytes))
+    attn_kernel = kernel_for(gpu, "bf16")
+    attention_efficiency = attn_kernel.compute
+    if arch.model_type.startswith("gpt_oss") and generation(gpu) in SINK_FALLBACK:
+        # Attention sinks: FlashAttention 2 has none, so pre-Hopper GPUs run a slower backend.
+        attention_efficiency *= SINK_FALLBACK[generation(gpu)]
+    moe_layers = arch.layers - arch.moe.first_dense_layers if arch.moe else 0
+    expert_bytes = 0.0
+    if arch.moe and moe_layers:
+        expert_bytes = p.experts / (moe_layers * arch.moe.experts) * fmt.bytes_for("experts") / tp
+    head = p.lm_head or p.embedding
+    dense_bytes = (
+        p.attention * fmt.bytes_for("attention")
+        + p.dense_mlp * fmt.bytes_for("dense_mlp")
+        + p.shared_experts_and_router * fmt.bytes_for("shared_experts_and_router")
+        + (p.norms + head) * fmt.dtype_bytes
+    ) / tp
+    dense_linear = p.attention + p.dense_mlp + p.shared_experts_and_router
     a = arch.attention
     qk_dim = (a.qk_nope_head_dim + a.qk_rope_head_dim) if a.is_mla else a.head_dim
     v_dim = a.v_head_dim if a.is_mla else a.head_dim
     attn_coeff = 2 * arch.layers * (a.heads / tp) * (qk_dim + v_dim)
     return StepModel(
-        weight_bytes_rank=max(dense_weights, 0.0),
-        expert_bytes_rank=expert_rank,
+        dense_bytes=dense_bytes,
+        expert_bytes=expert_bytes,
         moe_layers=moe_layers,
         experts=arch.moe.experts if arch.moe else 0,
         experts_per_token=arch.moe.experts_per_token if arch.moe else 0,
-        flops_per_token_rank=2 * p.active / tp,
+        dense_flops_per_token=2 * dense_linear / tp,
+        expert_flops_per_token=2 * p.active_experts / tp,
+        head_flops_per_seq=2 * head / tp,
         attn_flops_coeff=attn_coeff,
         kv_bytes_per_token_layer=layer_token_bytes(arch, tp, kv_bytes),
         full_layers=arch.num_full_layers,
         sliding_layers=arch.num_sliding_layers,
         window=arch.sliding_window,
-        tflops=gpu.fp8_tflops if compute_fp8 else gpu.bf16_tflops,
+        linear_tflops=peak_tflops(gpu, kernel.peak),
+        attention_tflops=gpu.bf16_tflops,
+        compute_efficiency=kernel.compute,
+        attention_efficiency=attention_efficiency,
         bandwidth=gpu.bandwidth_gbps,
-        tp=tp,
-        pp=pp,
-        hidden=arch.hidden,
+        bandwidth_efficiency=kernel.bandwidth,
         layers=arch.layers,
-        pcie=gpu.interconnect.startswith("PCIe"),
-        compute_scale=EFFICIENCY["moe_compute_scale"] if arch.moe else 1.0,
+        comm=comm_for(gpu, tp, pp, per_node or gpu.gpus_per_node, arch.hidden, arch.layers),
     )
 
 

@@ -22,7 +22,9 @@ from tokenfleet.capacity.engine_profiles import (
     sglang_default_mem_fraction,
 )
 from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.fleet import size_fleet
 from tokenfleet.capacity.kv import kv_dtype_bytes
+from tokenfleet.capacity.load import Replica, closed, predict_under_load
 from tokenfleet.capacity.memory import (
     CUDA_CONTEXT_GIB,
     Evaluation,
@@ -35,7 +37,6 @@ from tokenfleet.capacity.performance import (
     StepModel,
     Workload,
     build_step_model,
-    latency_at,
     predict,
 )
 from tokenfleet.capacity.quantization import WeightFormat, weight_format
@@ -44,6 +45,8 @@ from tokenfleet.capacity.types import GIB, Plan, PlanRequest
 MAX_MEMORY_FRACTION = 0.95
 HEADROOM_GIB = 1.0  # left free for allocator fragmentation and the occasional spike
 MAX_PP = 8
+SMALL_KV_SHARE = 0.10  # KV below this share of the budget: its size is uncertain (warned)
+OVERHEAD_UNCERTAINTY_GIB = 1.0  # spread of non-KV overheads across versions (engines.md)
 
 
 def valid_tp_sizes(arch: ModelArch, limit: int) -> list[int]:
@@ -86,7 +89,8 @@ def _candidates(req: PlanRequest, per_node: int) -> list[Layout]:
 
     Inside a node tensor parallelism wins (NVLink, no pipeline bubbles), so PP > 1 is only
     tried at the largest valid TP, where it spans whole nodes (or fills a node whose GPUs
-    the heads cannot all use for TP). Fixed --tp / --pp are honoured as given.
+    the heads cannot all use for TP). Fixed --tp / --pp are honoured as given; with a fixed
+    --tp and no --pp the replica has one stage unless --pp auto lets the planner add more.
     """
     arch = req.arch
     if req.tensor_parallel_size is not None:
@@ -106,6 +110,8 @@ def _candidates(req: PlanRequest, per_node: int) -> list[Layout]:
     for tp in tps:
         if req.pipeline_parallel_size is not None:
             pps = [req.pipeline_parallel_size]
+        elif req.tensor_parallel_size and not req.pipeline_auto:
+            pps = [1]  # a fixed TP never grows pipeline stages silently (--pp auto asks)
         elif tp == max(valid) or req.tensor_parallel_size:
             pps = list(range(1, MAX_PP + 1))
         else:
@@ -176,17 +182,32 @@ def _explain_no_fit(ctx: _Context, evs: list[Evaluation], max_len: int) -> PlanE
     )
     field = "model" if req.tensor_parallel_size is None else "tp"
     value = req.arch.name if field == "model" else req.tensor_parallel_size
-    return PlanError(
-        field,
-        value,
-        f"does not fit ({total_w:.1f} GiB of weights); {detail}",
+    fix = (
         "use a larger GPU, more GPUs (--tp/--pp), --quantization fp8, --kv-cache-dtype fp8 "
-        "or a smaller --max-model-len",
+        "or a smaller --max-model-len"
     )
+    if req.tensor_parallel_size and req.pipeline_parallel_size is None and not req.pipeline_auto:
+        fix = (
+            f"TP {req.tensor_parallel_size} alone cannot hold it: add pipeline stages "
+            "(--pp auto or --pp N), raise --tp, or " + fix.split("(--tp/--pp), ", 1)[1]
+        )
+    return PlanError(field, value, f"does not fit ({total_w:.1f} GiB of weights); {detail}", fix)
 
 
-def _choose(ctx: _Context, layouts: list[Layout]) -> tuple[Evaluation, int, str, list[str]]:
-    """Pick a layout; returns (evaluation, max_model_len, reason, warnings)."""
+@dataclass(frozen=True)
+class _Considered:
+    """What the cost objective's reason compares the chosen layout with."""
+
+    smallest: bool  # the chosen layout is the smallest that starts
+    evaluated: list[Evaluation]
+    startable: list[Evaluation]
+    per_request: int
+
+
+def _choose(
+    ctx: _Context, layouts: list[Layout]
+) -> tuple[Evaluation, int, str, list[str], _Considered]:
+    """Pick a layout; returns (evaluation, max_model_len, reason, warnings, considered)."""
     req, arch = ctx.req, ctx.req.arch
     warnings: list[str] = []
     request_tokens = req.input_tokens + req.output_tokens
@@ -215,15 +236,26 @@ def _choose(ctx: _Context, layouts: list[Layout]) -> tuple[Evaluation, int, str,
         return ev.kv_tokens >= req.concurrency * min(request_tokens, want_len)
 
     meeting = [ev for ev in startable if holds_target(ev)]
+    per_request = max(min(request_tokens, want_len), 1)
     if req.objective == "latency":
         pool = [ev for ev in (meeting or startable) if ev.layout.tp * ev.layout.pp <= ctx.per_node]
         pool = pool or meeting or startable
         chosen = min(pool, key=lambda ev: (_e2e(ctx, ev, want_len), ev.layout.tp * ev.layout.pp))
-        why = f"lowest predicted latency among {len(pool)} single-node layouts"
+        why = f"objective latency: lowest predicted latency among {len(pool)} single-node layouts"
+    elif req.objective == "cost":
+        # The most cost-efficient replica: fewest GPUs in total (replicas x GPUs per replica)
+        # for the target concurrency; a replica that cannot hold it gets more replicas, not a
+        # wider TP. Ties go to the smaller replica (no TP communication to pay).
+        def fleet_gpus(ev: Evaluation) -> int:
+            holds = max(ev.kv_tokens // per_request, 1)
+            return math.ceil(req.concurrency / holds) * _gpus(ev)
+
+        chosen = min(startable, key=lambda ev: (fleet_gpus(ev), _gpus(ev), ev.layout.pp))
+        why = ""  # written below, once max-model-len is settled
     elif meeting:
         chosen = meeting[0]
         why = (
-            f"fewest GPUs whose KV cache holds {req.concurrency} concurrent "
+            f"objective min-gpus: fewest GPUs whose KV cache holds {req.concurrency} concurrent "
             f"{request_tokens}-token requests"
         )
         smaller = [ev for ev in evaluated if _gpus(ev) < _gpus(chosen)]
@@ -231,13 +263,14 @@ def _choose(ctx: _Context, layouts: list[Layout]) -> tuple[Evaluation, int, str,
             why += "; " + _shortfall(smaller[-1])
     else:
         chosen = max(startable, key=lambda ev: ev.kv_tokens / _gpus(ev))
-        per_replica = int(chosen.kv_tokens // max(min(request_tokens, want_len), 1))
+        why = "objective min-gpus: no layout holds the target concurrency; best KV tokens per GPU"
+    per_replica = int(chosen.kv_tokens // per_request)
+    if not meeting and req.objective != "cost":
         warnings.append(
             f"no layout holds {req.concurrency} concurrent {request_tokens}-token requests in KV "
             f"cache; one replica holds {per_replica}: run "
             f"{math.ceil(req.concurrency / max(per_replica, 1))} replicas or add memory"
         )
-        why = "best KV tokens per GPU; the target concurrency needs more replicas"
 
     max_len = want_len
     if chosen.kv_tokens < want_len and req.engine == "sglang":
@@ -260,7 +293,56 @@ def _choose(ctx: _Context, layouts: list[Layout]) -> tuple[Evaluation, int, str,
             chosen.layout,
             _settings(ctx, chosen.layout, max_len),
         )
-    return chosen, max_len, why, warnings
+    if req.tensor_parallel_size and len(layouts) == 1 and req.objective != "cost":
+        # Nothing was chosen: name the flags that fixed the layout, not an objective.
+        why = f"fixed --tp {req.tensor_parallel_size}" + (
+            f" --pp {req.pipeline_parallel_size}" if req.pipeline_parallel_size else ""
+        )
+    first = chosen.layout == startable[0].layout
+    return chosen, max_len, why, warnings, _Considered(first, evaluated, startable, per_request)
+
+
+def _cost_reason(
+    ctx: _Context,
+    chosen: Evaluation,
+    smallest: bool,
+    evaluated: list[Evaluation],
+    startable: list[Evaluation],
+    per_request: int,
+    want_len: int,
+) -> str:
+    """Name what decided the layout: a fixed TP, the model's size at max-model-len, or the
+    target concurrency; and what the cheaper alternative is when one replica is not enough."""
+    req, lay = ctx.req, chosen.layout
+    c = req.concurrency
+    holds = chosen.kv_tokens // per_request
+    if req.tensor_parallel_size:
+        why = f"fixed --tp {req.tensor_parallel_size}"
+    elif smallest and _gpus(chosen) > 1:
+        smaller = [ev for ev in evaluated if _gpus(ev) < _gpus(chosen)]
+        why = f"max-model-len {want_len:,}: the fewest GPUs that hold the model and one request"
+        if smaller:
+            why += " (" + _shortfall(smaller[-1]) + ")"
+    elif smallest:
+        why = f"objective cost: one GPU holds the model at max-model-len {want_len:,}"
+    else:
+        why = (
+            f"objective cost: fewest GPUs in total for {c} concurrent requests "
+            f"({math.ceil(c / max(holds, 1))} x {_gpus(chosen)} GPUs)"
+        )
+    if holds < c:
+        more = math.ceil(c / max(holds, 1)) - 1
+        why += (
+            f"; TP {lay.tp} x PP {lay.pp} holds {holds} of the {c} concurrent requests: "
+            f"{more} more replica{'s' if more > 1 else ''} serve{'' if more > 1 else 's'} the rest"
+        )
+        wider = [
+            ev for ev in startable if ev.kv_tokens // per_request >= c and _gpus(ev) > _gpus(chosen)
+        ]
+        if wider:
+            w = wider[0]
+            why += f" (TP {w.layout.tp} x PP {w.layout.pp} would hold all {c} on {_gpus(w)} GPUs)"
+    return why
 
 
 def _shortfall(ev: Evaluation) -> str:
@@ -280,15 +362,14 @@ def _gpus(ev: Evaluation) -> int:
 
 
 def _step_model(ctx: _Context, ev: Evaluation) -> StepModel:
-    compute_fp8 = ctx.fmt.linear_bytes <= 1.01 and ctx.req.gpu.fp8_tflops > ctx.req.gpu.bf16_tflops
     return build_step_model(
         ctx.req.arch,
         ctx.req.gpu,
         ev.layout.tp,
         ev.layout.pp,
-        ev.weights_total / (ev.layout.tp * ev.layout.pp),
+        ctx.fmt,
         ctx.kv_bytes,
-        compute_fp8,
+        ctx.per_node,
     )
 
 
@@ -343,7 +424,10 @@ def plan(req: PlanRequest) -> Plan:
         req.max_num_batched_tokens or batched_default,
         seqs_default,
     )
-    ev, max_len, why, warnings = _choose(ctx, _candidates(req, per_node))
+    layouts = _candidates(req, per_node)
+    if req.target_requests_per_second is not None:
+        return _plan_fleet(req, layouts, per_node)
+    ev, max_len, why, warnings, considered = _choose(ctx, layouts)
     request_tokens = min(req.input_tokens + req.output_tokens, max_len)
     max_seqs = req.max_num_seqs or _max_num_seqs(ctx, ev, request_tokens)
     if max_seqs != (req.max_num_seqs or seqs_default):
@@ -355,25 +439,38 @@ def plan(req: PlanRequest) -> Plan:
             ev.layout,
             replace(_settings(ctx, ev.layout, max_len), max_num_seqs=max_seqs),
         )
+    if req.objective == "cost":  # the reason quotes the final numbers
+        c = considered
+        why = _cost_reason(ctx, ev, c.smallest, c.evaluated, c.startable, c.per_request, max_len)
     warnings += _warnings(ctx, ev, max_len)
     gpus = _gpus(ev)
     step = _step_model(ctx, ev)
     slots = min(max_seqs, ev.kv_tokens // max(request_tokens, 1))
-    prediction = predict(
+    replica = Replica(
+        ev.kv_tokens,
+        max_seqs,
+        ctx.batched,
+        max_len,
+        block_size=1 if req.engine == "sglang" else 16,
+    )
+    prediction = predict_under_load(
         step,
-        _workload(ctx),
+        replica,
+        req.concurrency,
+        req.input_tokens,
+        req.output_tokens,
         slots,
         gpus,
         req.gpu.price_per_hour,
         req.ttft_slo_ms / 1e3,
         req.tpot_slo_ms / 1e3,
     )
-    if prediction.goodput_concurrency == 0:
-        ttft_1, tpot_1 = latency_at(step, _workload(ctx), 1)
+    if prediction.goodput_requests_per_second == 0:
+        one = closed(step, replica, 1, req.input_tokens, req.output_tokens)
         warnings.append(
-            f"even a single request misses the SLO (predicted TTFT {ttft_1 * 1e3:.0f} ms, TPOT "
-            f"{tpot_1 * 1e3:.1f} ms vs {req.ttft_slo_ms:g} / {req.tpot_slo_ms:g} ms); relax the "
-            "SLO, shorten prompts, or use more TP (--objective latency) or a faster GPU"
+            f"even a single request misses the SLO (predicted TTFT {one.ttft_p50 * 1e3:.0f} ms, "
+            f"TPOT {one.tpot_p50 * 1e3:.1f} ms vs {req.ttft_slo_ms:g} / {req.tpot_slo_ms:g} ms); "
+            "relax the SLO, shorten prompts, or use more TP (--objective latency) or a faster GPU"
         )
     params = req.arch.params
     return Plan(
@@ -407,6 +504,42 @@ def plan(req: PlanRequest) -> Plan:
     )
 
 
+def _plan_fleet(req: PlanRequest, layouts: list[Layout], per_node: int) -> Plan:
+    """--target-rps: plan one replica of every layout that fits a node (or, if none does,
+    the smallest multi-node ones), size a fleet of each and keep the cheapest."""
+    if req.target_requests_per_second is None or not req.target_requests_per_second > 0:
+        raise PlanError(
+            "target-rps", req.target_requests_per_second, "must be positive", "e.g. --target-rps 5"
+        )
+    single = [lay for lay in layouts if lay.tp * lay.pp <= per_node]
+    tried = single or layouts[:3]
+    plans: list[Plan] = []
+    errors: list[PlanError] = []
+    for lay in tried:
+        sub = replace(
+            req,
+            tensor_parallel_size=lay.tp,
+            pipeline_parallel_size=lay.pp,
+            pipeline_auto=False,
+            target_requests_per_second=None,
+        )
+        try:
+            plans.append(plan(sub))
+        except PlanError as e:
+            errors.append(e)
+    if not plans and single:  # nothing fits one node: try the multi-node layouts
+        return _plan_fleet(replace(req, max_gpus_per_node=None), layouts[len(single) :], 0)
+    if not plans:
+        raise errors[-1]
+    chosen, fleet = size_fleet(plans, req.target_requests_per_second, req.objective)
+    return replace(
+        chosen,
+        fleet=fleet,
+        reason=f"{chosen.reason.split(': ', 1)[0]}: {fleet.reason}",
+        request=req,
+    )
+
+
 def _max_num_seqs(ctx: _Context, ev: Evaluation, request_tokens: int) -> int:
     """No more running sequences than the KV cache holds at the workload's length (more
     would only be preempted), but at least the target concurrency; capped at the default."""
@@ -428,6 +561,17 @@ def _warnings(ctx: _Context, ev: Evaluation, max_len: int) -> list[str]:
             )
     if ctx.kv_bytes < 2 and ctx.req.kv_cache_dtype != "auto":
         out.append("fp8 KV cache: twice the tokens, small accuracy cost; validate on your evals")
+    if 0 < m.kv_cache < SMALL_KV_SHARE * m.budget:
+        # KV is what is left after weights and overheads: an overhead that is off by
+        # OVERHEAD_UNCERTAINTY_GIB (engines.md: non-torch 2-3.5 GiB at TP >= 2, activations
+        # 1.9-7.4 GiB by version) moves the KV tokens by that share of a small remainder.
+        swing = OVERHEAD_UNCERTAINTY_GIB * GIB / m.kv_cache * 100
+        out.append(
+            f"the KV cache is a small remainder ({m.kv_cache / GIB:.1f} GiB of a "
+            f"{m.budget / GIB:.1f} GiB budget): engine overheads vary by about "
+            f"{OVERHEAD_UNCERTAINTY_GIB:g} GiB between versions and launch flags, i.e. "
+            f"+/-{swing:.0f}% of these KV tokens; check the engine's logged KV size, or add a GPU"
+        )
     if ev.layout.tp > ctx.req.arch.attention.kv_heads and not ctx.req.arch.attention.is_mla:
         out.append(
             f"TP {ev.layout.tp} > {ctx.req.arch.attention.kv_heads} KV heads: each rank "

@@ -9,7 +9,11 @@ from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.gpus import GPU
 
 Engine = Literal["vllm", "sglang"]
-Objective = Literal["min-gpus", "latency"]
+# cost: fewest GPUs in total (replicas x GPUs per replica) that hold the target concurrency,
+#       or with a target rate, the cheapest fleet that serves it within the SLO;
+# min-gpus: the fewest GPUs per replica whose KV cache alone holds the target concurrency;
+# latency: the single-node layout with the lowest predicted latency.
+Objective = Literal["cost", "min-gpus", "latency"]
 GIB = 1024**3
 
 # Workload defaults: the chat shape of the project's source material (2,048 in / 300 out)
@@ -47,7 +51,12 @@ class PlanRequest:
     tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS
     max_gpus_per_node: int | None = None
     max_nodes: int = 4
-    objective: Objective = "min-gpus"
+    objective: Objective = "cost"
+    # With a fixed tensor_parallel_size, pipeline stages are added only when asked (--pp auto).
+    pipeline_auto: bool = False
+    # Requests/s the whole fleet must serve within the SLO: plan() then sizes the fleet
+    # (replicas x layout) by cost and returns it in Plan.fleet.
+    target_requests_per_second: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,15 +92,27 @@ class MemoryBreakdown:
 
 @dataclass(frozen=True)
 class Prediction:
-    ttft_ms: float
-    tpot_ms: float
+    """Predicted behaviour of one replica: a closed loop at the target concurrency, and the
+    goodput capacity (the open-loop request rate it serves within the SLO)."""
+
+    ttft_ms: float  # median, closed loop at the target concurrency
+    tpot_ms: float  # median per-request TPOT, same run
     output_tokens_per_second: float
     requests_per_second: float
-    goodput_requests_per_second: float
-    goodput_concurrency: int  # the highest concurrency that still meets the SLO
+    goodput_requests_per_second: float  # highest Poisson rate meeting the SLO (capacity)
+    goodput_concurrency: int  # mean requests in flight at that rate (Little's law)
     cost_per_million_output_tokens: float
+    concurrency: int = 1  # the target concurrency the first rows were predicted at
+    ttft_p95_ms: float = 0.0
+    ttft_p99_ms: float = 0.0
+    itl_ms: float = 0.0  # median inter-token latency (decode steps, prefill stalls included)
+    total_tokens_per_second: float = 0.0
+    goodput_ttft_p95_ms: float = 0.0  # p95 TTFT at the goodput rate
+    goodput_tpot_ms: float = 0.0  # median TPOT at the goodput rate
+    saturation_requests_per_second: float = 0.0  # throughput with every slot busy
+    method: str = "scheduler"  # "scheduler": virtual run of the scheduler core
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, float | int | str]:
         return {
             "ttftMs": round(self.ttft_ms, 1),
             "tpotMs": round(self.tpot_ms, 2),
@@ -100,7 +121,68 @@ class Prediction:
             "goodputRequestsPerSecond": round(self.goodput_requests_per_second, 3),
             "goodputConcurrency": self.goodput_concurrency,
             "costPerMillionOutputTokens": round(self.cost_per_million_output_tokens, 3),
+            "concurrency": self.concurrency,
+            "ttftP95Ms": round(self.ttft_p95_ms, 1),
+            "ttftP99Ms": round(self.ttft_p99_ms, 1),
+            "itlMs": round(self.itl_ms, 2),
+            "totalTokensPerSecond": round(self.total_tokens_per_second, 1),
+            "goodputTtftP95Ms": round(self.goodput_ttft_p95_ms, 1),
+            "goodputTpotMs": round(self.goodput_tpot_ms, 2),
+            "saturationRequestsPerSecond": round(self.saturation_requests_per_second, 3),
         }
+
+
+@dataclass(frozen=True)
+class FleetOption:
+    """One way to serve the target rate: `replicas` of one layout."""
+
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    gpus_per_replica: int
+    replicas: int
+    goodput_requests_per_second: float  # per replica
+    ttft_p95_ms: float  # at the target rate spread over the replicas (open loop)
+    cost_per_hour: float  # all replicas
+    cost_per_million_good_requests: float
+    tpot_ms: float = 0.0  # median, at the target rate spread over the replicas
+    ttft_p95_at_capacity_ms: float = 0.0  # at the replica's goodput rate (the worst it gets)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "replicas": self.replicas,
+            "gpusPerReplica": self.gpus_per_replica,
+            "totalGpus": self.total_gpus,
+            "tensorParallelSize": self.tensor_parallel_size,
+            "pipelineParallelSize": self.pipeline_parallel_size,
+            "goodputRequestsPerSecond": round(self.goodput_requests_per_second * self.replicas, 3),
+            "goodputPerReplica": round(self.goodput_requests_per_second, 3),
+            "ttftP95Ms": round(self.ttft_p95_ms, 1),
+            "tpotMs": round(self.tpot_ms, 2),
+            "ttftP95AtCapacityMs": round(self.ttft_p95_at_capacity_ms, 1),
+            "costPerHour": round(self.cost_per_hour, 2),
+            "costPerMillionGoodRequests": round(self.cost_per_million_good_requests, 2),
+        }
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The answer to "how many GPUs, in what layout, serve R requests/s within the SLO"."""
+
+    target_requests_per_second: float
+    chosen: FleetOption
+    alternatives: tuple[FleetOption, ...]  # the other layouts considered, cheapest first
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        doc: dict[str, object] = dict(self.chosen.as_dict())
+        doc["targetRequestsPerSecond"] = self.target_requests_per_second
+        doc["alternatives"] = [a.as_dict() for a in self.alternatives]
+        doc["reason"] = self.reason
+        return doc
 
 
 @dataclass(frozen=True)
@@ -134,6 +216,7 @@ class Plan:
     reason: str  # one line: why this TP / PP
     warnings: tuple[str, ...] = ()
     request: PlanRequest | None = field(default=None, compare=False, repr=False)
+    fleet: Fleet | None = None  # set when the request gives a target rate
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of `tokenfleet plan -o json` (engineArgs are added by engines)."""
@@ -161,4 +244,5 @@ class Plan:
             "predicted": self.predicted.as_dict(),
             "reason": self.reason,
             "warnings": list(self.warnings),
+            **({"fleet": self.fleet.as_dict()} if self.fleet else {}),
         }

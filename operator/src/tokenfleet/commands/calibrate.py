@@ -1,4 +1,5 @@
-"""`tokenfleet calibrate`: the capacity model against the engine logs it was fitted to."""
+"""`tokenfleet calibrate`: the capacity model against the engine logs it was fitted to, and
+(`--perf`) its latency / throughput predictions against published serving benchmarks."""
 
 from __future__ import annotations
 
@@ -9,10 +10,21 @@ from tokenfleet.capacity.types import GIB
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
-    del p, name  # no options
+    del name
+    p.add_argument(
+        "--perf",
+        action="store_true",
+        help="predicted vs published TTFT / TPOT / throughput (perf-data.csv), held-in and "
+        "held-out rows, with the median and p90 |error|",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "perf", False):
+        from tokenfleet.commands.calibrate_perf import print_perf
+
+        print_perf()
+        return 0
     print(f"{'engine':<15}{'model':<30}{'gpu':<11}{'TP':>3}{'printed':>11}{'predicted':>11}"
           f"{'error':>8}{'KV GiB printed/predicted':>27}{'conc. printed/pred.':>21}")  # fmt: skip
     for pt in POINTS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import sys
 from typing import Any
@@ -63,7 +64,8 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         default=None,
         metavar="URL",
         help="Prometheus the autoscaler reads engine metrics from when an LLMService sets no "
-        "spec.autoscaling.prometheus.url (e.g. http://prometheus-operated.monitoring:9090)",
+        "spec.autoscaling.prometheus.url, e.g. http://prometheus-operated.monitoring:9090 "
+        "(default: none; the Autoscaling condition then says what to set)",
     )
     p.add_argument(
         "--metrics-window-seconds",
@@ -80,17 +82,84 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         "autoscaler runs on simulated seconds, K per wall second (default: 1, real time)",
     )
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    p.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        default="info",
+        help="log level (default: %(default)s; --verbose means debug)",
+    )
+    p.add_argument(
+        "--engine-image",
+        action="append",
+        default=[],
+        metavar="ENGINE[:VENDOR]=IMAGE",
+        help="replace a default engine image, e.g. vllm=mirror.local/vllm/vllm-openai:v{version} "
+        "or sglang:amd=...; {version} is the planned engine version; vendor nvidia (default) "
+        "or amd (repeatable; table: tokenfleet.engines.images)",
+    )
+    p.add_argument(
+        "--gpu-catalog",
+        default=None,
+        metavar="FILE",
+        help="YAML overlay of the GPU catalog: gpus: {<id>: {pricePerHour: ..., ...}} "
+        "(tokenfleet.capacity.overlay)",
+    )
+
+
+def load_settings(args: Any) -> tuple[Any, list[str]]:
+    """(engine image table, overlaid GPU ids) from the flags; PlanError on bad input."""
+    from tokenfleet.engines.images import with_overrides
+
+    images = with_overrides(args.engine_image)
+    changed: list[str] = []
+    if args.gpu_catalog:
+        import yaml
+
+        from tokenfleet.capacity.errors import PlanError
+        from tokenfleet.capacity.overlay import apply_overlay
+
+        try:
+            with open(args.gpu_catalog) as f:
+                data = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError) as error:
+            raise PlanError(
+                "--gpu-catalog", args.gpu_catalog, f"cannot be read: {error}".splitlines()[0],
+                "give a readable YAML file",
+            ) from None  # fmt: skip
+        changed = apply_overlay(data)
+    return images, changed
 
 
 def run(args: Any) -> int:
+    if args.prometheus_url and not args.prometheus_url.startswith(("http://", "https://")):
+        print(
+            f"error: --prometheus-url {args.prometheus_url!r}: not an http(s) URL; "
+            "use e.g. http://prometheus-operated.monitoring:9090",
+            file=sys.stderr,
+        )
+        return 2
     import kopf
 
+    from tokenfleet import render
+    from tokenfleet.capacity.errors import PlanError
     from tokenfleet.controller.handlers import Credentials, Options, build_registry
     from tokenfleet.controller.kube import KubeClient
     from tokenfleet.controller.metrics import Metrics
-    from tokenfleet.controller.reconcile import Reconciler
+    from tokenfleet.controller.reconcile import Pipeline, Reconciler
 
-    kopf.configure(debug=args.verbose, verbose=args.verbose)
+    try:
+        images, overlaid = load_settings(args)
+    except PlanError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    debug = args.verbose or args.log_level == "debug"
+    kopf.configure(debug=debug, verbose=debug)
+    if args.log_level in ("warning", "error"):
+        import logging
+
+        logging.getLogger().setLevel(args.log_level.upper())
+    if overlaid:
+        print(f"GPU catalog overlay: {', '.join(overlaid)}", file=sys.stderr)
     metrics = Metrics()
     if args.metrics_port:
         try:
@@ -103,14 +172,9 @@ def run(args: Any) -> int:
             )
             return 2
     credentials = Credentials()
-    reconciler = Reconciler(KubeClient(credentials.current), metrics)
-    if args.prometheus_url and not args.prometheus_url.startswith(("http://", "https://")):
-        print(
-            f"error: --prometheus-url {args.prometheus_url!r}: not an http(s) URL; "
-            "use e.g. http://prometheus-operated.monitoring:9090",
-            file=sys.stderr,
-        )
-        return 2
+    pipeline = Pipeline.default()
+    pipeline.render = functools.partial(render.all, images=images)
+    reconciler = Reconciler(KubeClient(credentials.current), metrics, pipeline)
     if not args.time_scale > 0:
         print(
             f"error: --time-scale {args.time_scale}: must be > 0 (1 = real time)", file=sys.stderr

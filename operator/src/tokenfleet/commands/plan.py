@@ -32,7 +32,12 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help=f"default: vllm {DEFAULT_VERSIONS['vllm']}, sglang {DEFAULT_VERSIONS['sglang']}",
     )
     p.add_argument("--tp", type=int, help="fixed tensor-parallel size")
-    p.add_argument("--pp", type=int, help="fixed pipeline-parallel size")
+    p.add_argument(
+        "--pp",
+        type=_pp_arg,
+        help="fixed pipeline-parallel size, or 'auto' to let the planner add stages to a "
+        "fixed --tp (without it, a fixed --tp gets one stage)",
+    )
     p.add_argument("--gpu-memory-utilization", type=float, help="vLLM memory fraction")
     p.add_argument("--mem-fraction-static", type=float, help="SGLang memory fraction")
     p.add_argument(
@@ -57,10 +62,32 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--tpot-slo-ms", type=float, default=DEFAULT_TPOT_SLO_MS)
     p.add_argument("--max-gpus-per-node", type=int)
     p.add_argument("--max-nodes", type=int, default=4)
-    p.add_argument("--objective", choices=("min-gpus", "latency"), default="min-gpus")
+    p.add_argument(
+        "--objective",
+        choices=("cost", "min-gpus", "latency"),
+        default="cost",
+        help="cost (default): fewest GPUs in total (replicas x layout), or the cheapest fleet "
+        "for --target-rps; min-gpus: fewest GPUs per replica that hold --concurrency; "
+        "latency: spend GPUs on speed",
+    )
+    p.add_argument(
+        "--target-rps",
+        type=float,
+        help="requests/s the whole fleet must serve within the SLO: compare layouts "
+        "(TP 1 x N, TP 2 x N/2, ...) and pick the cheapest",
+    )
     p.add_argument("--price-per-gpu-hour", type=float, help="override the catalog price (USD)")
     p.add_argument("--breakdown", choices=("textbook",), help="show the textbook formula instead")
     p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+
+
+def _pp_arg(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--pp {value!r}: use an integer or 'auto'") from None
 
 
 def request_from_args(args: argparse.Namespace) -> PlanRequest:
@@ -85,7 +112,8 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         engine=args.engine,
         engine_version=args.engine_version,
         tensor_parallel_size=args.tp,
-        pipeline_parallel_size=args.pp,
+        pipeline_parallel_size=None if args.pp == "auto" else args.pp,
+        pipeline_auto=args.pp == "auto",
         memory_fraction=fraction,
         max_model_len=args.max_model_len,
         max_num_batched_tokens=args.max_num_batched_tokens,
@@ -101,6 +129,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         max_gpus_per_node=args.max_gpus_per_node,
         max_nodes=args.max_nodes,
         objective=args.objective,
+        target_requests_per_second=args.target_rps,
     )
 
 
@@ -134,6 +163,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fleet_lines(p: Plan) -> list[str]:
+    """The fleet for --target-rps: the chosen layout and the alternatives it beat."""
+    if p.fleet is None:
+        return []
+    f = p.fleet
+    c = f.chosen
+    lines = [
+        "",
+        f"  fleet         {c.replicas} x TP {c.tensor_parallel_size} x PP "
+        f"{c.pipeline_parallel_size} = {c.total_gpus} GPU(s) for {f.target_requests_per_second:g} "
+        f"req/s within the SLO, ${c.cost_per_hour:.2f}/hour",
+        f"    {'layout':<14}{'replicas':>9}{'GPUs':>6}{'goodput req/s':>15}{'p95 TTFT ms':>13}"
+        f"{'TPOT ms':>9}{'$/hour':>9}{'$/1M good':>11}   (TTFT / TPOT at the target rate)",
+    ]
+    for o in (c, *f.alternatives):
+        mark = "  <- chosen" if o is c else ""
+        layout = f"TP {o.tensor_parallel_size} x PP {o.pipeline_parallel_size}"
+        lines.append(
+            f"    {layout:<14}{o.replicas:>9}{o.total_gpus:>6}"
+            f"{o.goodput_requests_per_second * o.replicas:>15.2f}{o.ttft_p95_ms:>13.0f}"
+            f"{o.tpot_ms:>9.1f}{o.cost_per_hour:>9.2f}{o.cost_per_million_good_requests:>11.2f}"
+            f"{mark}"
+        )
+    return lines
+
+
 def render_table(p: Plan, doc: dict[str, Any]) -> str:
     m, pr, req = p.memory, p.predicted, p.request
     assert req is not None
@@ -164,17 +219,23 @@ def render_table(p: Plan, doc: dict[str, Any]) -> str:
         "",
         f"  KV cache      {p.kv_cache_tokens:,} tokens ({p.kv_bytes_per_token:,} B/token per GPU); "
         f"{p.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once",
-        f"  predicted     at {req.concurrency} concurrent, {req.input_tokens} in / "
-        f"{req.output_tokens} out",
-        f"    TTFT               {pr.ttft_ms:8.1f} ms",
-        f"    TPOT               {pr.tpot_ms:8.1f} ms",
+        f"  predicted     {req.concurrency} concurrent clients (closed loop), {req.input_tokens} "
+        f"in / {req.output_tokens} out, from the engine's scheduler run in virtual time",
+        f"    TTFT               {pr.ttft_ms:8.1f} ms median, p95 {pr.ttft_p95_ms:.1f}, p99 "
+        f"{pr.ttft_p99_ms:.1f}",
+        f"    TPOT               {pr.tpot_ms:8.1f} ms median (ITL {pr.itl_ms:.1f} ms median)",
         f"    throughput         {pr.output_tokens_per_second:8.1f} output tok/s "
-        f"({pr.requests_per_second:.2f} req/s)",
-        f"    goodput            {pr.goodput_requests_per_second:8.2f} req/s within TTFT "
-        f"{req.ttft_slo_ms:g} ms and TPOT {req.tpot_slo_ms:g} ms (up to "
-        f"{pr.goodput_concurrency} concurrent)",
+        f"({pr.total_tokens_per_second:.0f} total, {pr.requests_per_second:.2f} req/s at "
+        f"{req.concurrency} concurrent)",
+        f"    goodput capacity   {pr.goodput_requests_per_second:8.2f} req/s: the highest Poisson "
+        f"rate at which 95% of requests meet TTFT {req.ttft_slo_ms:g} ms and TPOT "
+        f"{req.tpot_slo_ms:g} ms",
+        f"                                (there: p95 TTFT {pr.goodput_ttft_p95_ms:.0f} ms, TPOT "
+        f"{pr.goodput_tpot_ms:.1f} ms, ~{pr.goodput_concurrency} in flight; saturation "
+        f"{pr.saturation_requests_per_second:.2f} req/s)",
         f"    cost               {pr.cost_per_million_output_tokens:8.2f} $ per 1M output tokens "
         f"at ${p.gpu.price_per_hour:.2f}/GPU-hour",
+        *_fleet_lines(p),
         "",
         "  command       " + shlex.join(doc["engineCommand"]),
     ]

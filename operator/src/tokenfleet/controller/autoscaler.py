@@ -76,6 +76,10 @@ AUTOSCALER_KEYS = frozenset({"autoscaling", "latestTtftMs"})
 # spec.autoscaling.intervalSeconds' default (api/autoscaling.py), for bodies the API server
 # has not defaulted (an older CRD).
 DEFAULT_INTERVAL_SECONDS = 30.0
+NO_URL_MESSAGE = (
+    "no Prometheus URL: set spec.autoscaling.prometheus.url or run the operator with "
+    "--prometheus-url"
+)
 # After an unexpected error in a tick, wait at least this long before the next one.
 ERROR_BACKOFF_SECONDS = 5.0
 
@@ -175,7 +179,10 @@ def rebuild_history(autoscaling: Mapping[str, Any], predicted: float) -> History
 
 def autoscaling_condition(decision: Decision) -> st.Condition:
     if decision.held in DATA_HOLDS:
-        return st.Condition("Autoscaling", False, "Held", f"{decision.held}: {decision.reason}")
+        message = decision.reason
+        if not message.startswith(str(decision.held)):
+            message = f"{decision.held}: {message}"
+        return st.Condition("Autoscaling", False, "Held", message)
     if decision.limited == "max":
         return st.Condition("Autoscaling", True, "LimitedAtMax", decision.reason)
     return st.Condition("Autoscaling", True, "Active", decision.reason)
@@ -260,6 +267,22 @@ def compose_autoscaler_status(
     return st.replace_keys(previous, AUTOSCALER_KEYS, produced)
 
 
+def compose_awaiting(obj: Mapping[str, Any], message: str, *, now: float) -> dict[str, Any] | None:
+    """Autoscaling=Unknown AwaitingMetrics with why, onto the current object (no decision)."""
+    meta = obj.get("metadata") or {}
+    enabled = ((obj.get("spec") or {}).get("autoscaling") or {}).get("enabled", False)
+    if meta.get("deletionTimestamp") or not enabled:
+        return None
+    previous = dict(obj.get("status") or {})
+    conditions = st.merge_conditions(
+        previous.get("conditions") or [],
+        [st.Condition("Autoscaling", None, "AwaitingMetrics", message)],
+        generation=int(meta.get("generation") or 0),
+        now=iso(now),
+    )
+    return {**previous, "conditions": conditions}
+
+
 class Autoscalers:
     """One loop per LLMService with spec.autoscaling.enabled; see the module docstring."""
 
@@ -284,6 +307,9 @@ class Autoscalers:
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._intervals: dict[tuple[str, str], float] = {}
         self._histories: dict[tuple[str, str], History] = {}
+        # Loops whose last tick found no plan yet: the next watch event wakes them at once
+        # instead of after a whole interval (the reconciler's first status is that event).
+        self._waiting: dict[tuple[str, str], asyncio.Event] = {}
         self._logger = logging.getLogger("tokenfleet.autoscaler")
 
     # --- loops -------------------------------------------------------------------------
@@ -298,6 +324,9 @@ class Autoscalers:
         interval = float(auto.get("intervalSeconds") or DEFAULT_INTERVAL_SECONDS)
         task = self._tasks.get(key)
         if task is not None and not task.done() and self._intervals.get(key) == interval:
+            wake = self._waiting.get(key)
+            if wake is not None:
+                wake.set()
             return
         if task is not None:
             task.cancel()
@@ -326,6 +355,7 @@ class Autoscalers:
             task.cancel()
         self._intervals.pop(key, None)
         self._histories.pop(key, None)
+        self._waiting.pop(key, None)
         self._forget_metrics(*key)
 
     async def _loop(self, key: tuple[str, str], interval: float) -> None:
@@ -336,12 +366,21 @@ class Autoscalers:
                 await self.tick(*key)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a bug or an apiserver outage: log, keep the loop alive
+            except ApiError as error:  # the apiserver is unwell or refused: try next tick
+                self._logger.warning("%s/%s: autoscaling tick: %s", *key, error)
+                delay = max(interval, ERROR_BACKOFF_SECONDS)
+            except Exception:  # a bug: log it with its traceback, keep the loop alive
                 self._logger.exception("%s/%s: autoscaling tick failed", *key)
                 delay = max(interval, ERROR_BACKOFF_SECONDS)
             if self._tasks.get(key) is not me:
                 return
-            await asyncio.sleep(delay / self.options.time_scale)
+            wake = self._waiting.get(key)
+            if wake is None:
+                await asyncio.sleep(delay / self.options.time_scale)
+                continue
+            wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), delay / self.options.time_scale)
 
     # --- one decision ------------------------------------------------------------------
 
@@ -365,8 +404,10 @@ class Autoscalers:
         predicted = ((status.get("plan") or {}).get("predicted") or {}).get(
             "goodputRequestsPerSecond"
         )
-        if predicted is None:
-            return None  # not planned (yet): the condition stays AwaitingMetrics
+        if predicted is None:  # not planned (yet): the condition stays AwaitingMetrics
+            self._waiting.setdefault(key, asyncio.Event())
+            return None
+        self._waiting.pop(key, None)
         now = self._clock()
         history = self._histories.get(key) or rebuild_history(
             status.get("autoscaling") or {}, float(predicted)
@@ -388,12 +429,21 @@ class Autoscalers:
             window_seconds=self.options.window_seconds,
         )
         url = spec.autoscaling.prometheus.url or self.options.prometheus_url
+        if url is None:
+            # A configuration gap, not an outage: say what to set, decide nothing.
+            await write_status(
+                self.kube,
+                namespace,
+                name,
+                lambda obj: compose_awaiting(obj, NO_URL_MESSAGE, now=now),
+            )
+            return None
         observation = await self._observe(query, url, now, key)
         decide = self._decide or default_decide()
         decision = decide(spec, current, observation.signals if observation else None, history, now)
         scaled = False
         if decision.desired != current.desired:
-            if decision.desired < current.desired and url is not None:
+            if decision.desired < current.desired:
                 await self._set_deletion_costs(body, query, url, now)
             try:
                 await self.kube.scale(
@@ -433,15 +483,8 @@ class Autoscalers:
         return parse_llmservice(body)
 
     async def _observe(
-        self, query: SignalsQuery, url: str | None, now: float, key: tuple[str, str]
+        self, query: SignalsQuery, url: str, now: float, key: tuple[str, str]
     ) -> Observation | None:
-        if url is None:
-            self._logger.warning(
-                "%s/%s: no Prometheus URL: set spec.autoscaling.prometheus.url or the "
-                "operator's --prometheus-url; holding",
-                *key,
-            )
-            return None
         try:
             return await self._source.signals(query, url, now)
         except PrometheusError as error:
@@ -486,7 +529,7 @@ class Autoscalers:
         was_held = before.get("reason") == "Held"
         now_held = decision.held in DATA_HOLDS
         if now_held and not was_held:
-            _post(kopf.warn, body, "AutoscalingHeld", f"{decision.held}: {decision.reason}")
+            _post(kopf.warn, body, "AutoscalingHeld", autoscaling_condition(decision).message)
         elif was_held and not now_held:
             _post(kopf.info, body, "AutoscalingResumed", decision.reason)
 

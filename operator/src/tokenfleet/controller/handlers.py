@@ -200,7 +200,9 @@ def configure_settings(settings: kopf.OperatorSettings, options: Options) -> Non
 
 def _autoscalers(kube: KubeClient, reconciler: Reconciler, options: Options) -> Autoscalers:
     scaler_options = AutoscalerOptions(
-        options.prometheus_url, options.metrics_window_seconds, options.time_scale
+        prometheus_url=options.prometheus_url,
+        window_seconds=options.metrics_window_seconds,
+        time_scale=options.time_scale,
     )
     if options.time_scale == 1.0:
         return Autoscalers(kube, reconciler.metrics, scaler_options)

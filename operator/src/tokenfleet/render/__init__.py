@@ -1,7 +1,9 @@
 """(LLMService, Plan) -> the Kubernetes manifests that run it, as plain dicts. Pure.
 
-`all(service, plan, *, monitoring_available=True, lws_available=True)` is the single entry
-point, used by the controller and by `tokenfleet render`. It returns, in apply order:
+`all(service, plan, *, monitoring_available=True, lws_available=True, images=...)` is the
+single entry point, used by the controller and by `tokenfleet render` (`images`: the engine
+image table, engines.images.DEFAULT_IMAGES unless the operator overrides rows). It returns,
+in apply order:
 - PersistentVolumeClaim `<name>-model-cache` when spec.storage is set;
 - Deployment `<name>` (one node per replica) or LeaderWorkerSet `<name>-lws` (several);
 - Service `<name>` (port 80 named http -> the engine's port, leaders / servers only);
@@ -23,6 +25,7 @@ from typing import Any
 from tokenfleet.api import LLMService
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
+from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
 from tokenfleet.render.disruption import pod_disruption_budget
 from tokenfleet.render.meta import ENGINE_CONTAINER, SERVICE_PORT, labels, selector, workload_name
 from tokenfleet.render.monitoring import pod_monitor
@@ -116,6 +119,7 @@ def all(
     *,
     monitoring_available: bool = True,
     lws_available: bool = True,
+    images: ImageTable = DEFAULT_IMAGES,
 ) -> list[dict[str, Any]]:
     check_name(llmservice, plan)
     check_rollout(llmservice)
@@ -131,7 +135,7 @@ def all(
     claim = model_cache_claim(llmservice)
     if claim is not None:
         manifests.append(claim)
-    manifests.append(workload(llmservice, plan))
+    manifests.append(workload(llmservice, plan, images))
     manifests.append(service(llmservice, plan))
     manifests.append(pod_disruption_budget(llmservice, plan))
     if monitoring_available:

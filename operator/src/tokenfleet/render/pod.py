@@ -17,6 +17,7 @@ from tokenfleet.engines import (
     engine_info,
     worker_serves_health,
 )
+from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable, engine_image, gpu_vendor
 from tokenfleet.render import timing
 from tokenfleet.render.meta import ENGINE_CONTAINER, PORT_NAME, ROLE_LABEL, labels
 
@@ -153,7 +154,19 @@ def node_role(plan: Plan, role: Role) -> NodeRole | None:
     return NodeRole(plan.nodes_per_replica, rank, LWS_LEADER_ADDRESS)
 
 
-def engine_container(service: LLMService, plan: Plan, role: Role) -> dict[str, Any]:
+def container_image(service: LLMService, plan: Plan, images: ImageTable = DEFAULT_IMAGES) -> str:
+    """spec.engine.image, else the default image of the engine version for the GPU's vendor
+    (a ROCm build on AMD GPUs): engines.images."""
+    engine = service.spec.engine
+    if engine.image:
+        return engine.image
+    vendor = gpu_vendor(plan.gpu.resource_name)
+    return engine_image(plan.engine, engine.version or plan.engine_version, vendor, images)
+
+
+def engine_container(
+    service: LLMService, plan: Plan, role: Role, images: ImageTable = DEFAULT_IMAGES
+) -> dict[str, Any]:
     spec = service.spec
     info = engine_info(plan.engine)
     model_ref, source_args = model_ref_and_args(service)
@@ -174,7 +187,7 @@ def engine_container(service: LLMService, plan: Plan, role: Role) -> dict[str, A
         mounts.append({"name": "model-weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True})
     container: dict[str, Any] = {
         "name": ENGINE_CONTAINER,
-        "image": spec.engine.image_for(plan.engine_version),
+        "image": container_image(service, plan, images),
         "imagePullPolicy": "IfNotPresent",
         "command": program,
         "args": args,
@@ -218,7 +231,9 @@ def _volumes(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
     return volumes
 
 
-def pod_template(service: LLMService, plan: Plan, role: Role) -> dict[str, Any]:
+def pod_template(
+    service: LLMService, plan: Plan, role: Role, images: ImageTable = DEFAULT_IMAGES
+) -> dict[str, Any]:
     spec = service.spec
     info = engine_info(plan.engine)
     # The user's extra labels come after ours and cannot replace them (selectors use ours).
@@ -254,7 +269,7 @@ def pod_template(service: LLMService, plan: Plan, role: Role) -> dict[str, Any]:
         pod["priorityClassName"] = template.priority_class_name
     if template.image_pull_secrets:
         pod["imagePullSecrets"] = [s.to_dict() for s in template.image_pull_secrets]
-    pod["containers"] = [engine_container(service, plan, role)]
+    pod["containers"] = [engine_container(service, plan, role, images)]
     pod["volumes"] = _volumes(service, plan)
     metadata: dict[str, Any] = {"labels": pod_labels}
     if annotations:

@@ -7,6 +7,7 @@ from typing import Any
 
 from tokenfleet.api import LLMService
 from tokenfleet.capacity.types import Plan
+from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
 from tokenfleet.render import timing
 from tokenfleet.render.meta import metadata, plan_annotations, selector, workload_name
 from tokenfleet.render.pod import pod_template
@@ -20,7 +21,9 @@ def _meta(service: LLMService, plan: Plan) -> dict[str, Any]:
     return meta
 
 
-def deployment(service: LLMService, plan: Plan) -> dict[str, Any]:
+def deployment(
+    service: LLMService, plan: Plan, images: ImageTable = DEFAULT_IMAGES
+) -> dict[str, Any]:
     rollout = service.spec.rollout
     return {
         "apiVersion": "apps/v1",
@@ -40,12 +43,14 @@ def deployment(service: LLMService, plan: Plan) -> dict[str, Any]:
             # A pod that is still loading weights is progress, not a stuck rollout.
             "progressDeadlineSeconds": timing.startup_seconds(plan) + 600,
             "revisionHistoryLimit": 3,
-            "template": pod_template(service, plan, "server"),
+            "template": pod_template(service, plan, "server", images),
         },
     }
 
 
-def leader_worker_set(service: LLMService, plan: Plan) -> dict[str, Any]:
+def leader_worker_set(
+    service: LLMService, plan: Plan, images: ImageTable = DEFAULT_IMAGES
+) -> dict[str, Any]:
     """One group of `nodes_per_replica` pods per replica: the leader (node rank 0) serves
     the API, workers hold the other ranks. A failed pod restarts its whole group, since a
     replica with a missing rank cannot serve."""
@@ -67,14 +72,16 @@ def leader_worker_set(service: LLMService, plan: Plan) -> dict[str, Any]:
             "leaderWorkerTemplate": {
                 "size": plan.nodes_per_replica,
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": pod_template(service, plan, "leader"),
-                "workerTemplate": pod_template(service, plan, "worker"),
+                "leaderTemplate": pod_template(service, plan, "leader", images),
+                "workerTemplate": pod_template(service, plan, "worker", images),
             },
         },
     }
 
 
-def workload(service: LLMService, plan: Plan) -> dict[str, Any]:
+def workload(
+    service: LLMService, plan: Plan, images: ImageTable = DEFAULT_IMAGES
+) -> dict[str, Any]:
     if plan.nodes_per_replica > 1:
-        return leader_worker_set(service, plan)
-    return deployment(service, plan)
+        return leader_worker_set(service, plan, images)
+    return deployment(service, plan, images)

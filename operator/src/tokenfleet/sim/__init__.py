@@ -4,8 +4,9 @@ a vLLM or SGLang replica under load, timed by the capacity model.
     tokenfleet sim --model meta-llama/Llama-3.1-8B --gpu l4 [--engine sglang] [--time-scale 10]
 
 Modules, each with one job:
-- scheduler.py  pure continuous batching (vLLM V1 style) on a virtual clock: KV blocks,
-                max-num-seqs, chunked prefill, recompute preemption of the newest request.
+- scheduler.py  re-exports tokenfleet.scheduling.core (shared with plan()): pure continuous
+                batching (vLLM V1 style) on a virtual clock: KV blocks, max-num-seqs,
+                chunked prefill, recompute preemption of the newest request.
 - engine.py     runs the scheduler in (scaled) real time on asyncio; keeps this process's own
                 lag out of the simulated clock, so metrics are the capacity model's.
 - protocol.py   request parsing, response and SSE chunk shapes, engine-specific error bodies.

@@ -1,0 +1,276 @@
+"""Latency and throughput under load: the scheduler core run in virtual time over the step model.
+
+plan() asks three questions of a sized replica, each answered by a short virtual run of
+tokenfleet.scheduling (the same continuous-batching scheduler `tokenfleet sim` serves):
+- closed loop at the target concurrency (`vllm bench serve --max-concurrency C`): TTFT
+  p50/p95/p99, TPOT, ITL, output and total tokens/s;
+- open loop at a request rate (`--request-rate R`, Poisson): the same, plus whether the
+  replica keeps up;
+- goodput capacity: the highest open-loop rate at which GOODPUT_ATTAINMENT of requests meet
+  both SLOs (bisection over open-loop runs).
+
+Cost: a run simulates at most MAX_SIMULATED running requests one by one. Above that, each
+simulated request stands for `w` identical ones that move in lockstep (the step timer sees
+w times the tokens, the scheduler a 1/w share of the KV cache, batch and token budget);
+arrivals then come in groups of w, slightly burstier than Poisson. Runs are cached on their
+inputs (the operator re-plans the same spec on every reconcile).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from tokenfleet.capacity.kernels import REQUEST_OVERHEAD_S
+from tokenfleet.capacity.performance import StepModel
+from tokenfleet.capacity.types import Prediction
+from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
+from tokenfleet.scheduling.virtual import LoadStats, closed_loop, open_loop
+
+# Running requests simulated individually (cost grows with its square). Lockstep groups
+# prefill together, which stretches TTFT by up to w prefills: keep w = 1 at common loads.
+MAX_SIMULATED = 64
+CLOSED_MEASURED = 32  # requests counted after one warm-up wave (a steady closed loop)
+OPEN_MEASURED = 64  # Poisson arrivals counted per open-loop run, after the warm-up ones
+GOODPUT_ATTAINMENT = 0.95  # share of requests within SLO: spec.slo.quantile's default
+BISECTION_STEPS = 4  # the first guess, then up to 3 halvings of its bracket ...
+RESOLUTION = 0.12  # ... stopping once the capacity is known to within 12%
+
+
+@dataclass(frozen=True)
+class ScaledTimer:
+    """Each scheduled request stands for `w` identical ones."""
+
+    inner: StepTimer
+    w: int
+
+    def step_seconds(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        decode_context_tokens: int,
+        prefill_attention_pairs: float | None = None,
+    ) -> float:
+        w = self.w
+        pairs = prefill_tokens * prefill_tokens / 2
+        if prefill_attention_pairs is not None:
+            pairs = prefill_attention_pairs
+        return self.inner.step_seconds(
+            prefill_tokens * w, decode_seqs * w, decode_context_tokens * w, pairs * w
+        )
+
+
+@dataclass(frozen=True)
+class Replica:
+    """What the scheduler needs to know about a planned replica."""
+
+    kv_cache_tokens: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    block_size: int = 16  # vLLM's; SGLang pages by 1 token
+
+
+def lockstep(
+    replica: Replica, timer: StepTimer, running: int, request_tokens: int
+) -> tuple[StepTimer, SchedulerConfig, int]:
+    w = max(1, math.ceil(running / MAX_SIMULATED))
+    # A 1/w share of the cache must still hold a request; never scale past that.
+    w = max(1, min(w, replica.kv_cache_tokens // max(2 * request_tokens, 1)))
+    kv = replica.kv_cache_tokens // w
+    config = SchedulerConfig(
+        kv_cache_tokens=kv,
+        max_num_seqs=max(1, replica.max_num_seqs // w),
+        max_num_batched_tokens=max(1, replica.max_num_batched_tokens // w),
+        max_model_len=min(replica.max_model_len, kv // replica.block_size * replica.block_size),
+        block_size=replica.block_size,
+    )
+    return (ScaledTimer(timer, w) if w > 1 else timer), config, w
+
+
+def unscale(stats: LoadStats, w: int) -> LoadStats:
+    if w == 1:
+        return stats
+    return replace(
+        stats,
+        requests_per_second=stats.requests_per_second * w,
+        output_tokens_per_second=stats.output_tokens_per_second * w,
+        total_tokens_per_second=stats.total_tokens_per_second * w,
+    )
+
+
+@lru_cache(maxsize=512)
+def closed(
+    timer: StepModel,
+    replica: Replica,
+    concurrency: int,
+    input_tokens: int,
+    output_tokens: int,
+    slo: tuple[float, float] | None = None,
+) -> LoadStats:
+    """Steady state of `concurrency` clients sending back to back."""
+    c = max(1, min(concurrency, replica.max_num_seqs * 64))
+    scaled, config, w = lockstep(replica, timer, c, input_tokens + output_tokens)
+    clients = max(1, round(c / w))
+    # One wave of clients is warm-up; then at least CLOSED_MEASURED (a large loop is already
+    # steady after its first wave: half a wave more is enough for the means).
+    measured = max(CLOSED_MEASURED, clients // 2)
+    stats = closed_loop(
+        config,
+        scaled,
+        clients,
+        [(input_tokens, output_tokens)],
+        measured,
+        slo,
+        request_overhead=REQUEST_OVERHEAD_S,
+    )
+    return unscale(stats, w)
+
+
+@lru_cache(maxsize=1024)
+def open_(
+    timer: StepModel,
+    replica: Replica,
+    rate: float,
+    input_tokens: int,
+    output_tokens: int,
+    slo: tuple[float, float] | None = None,
+    in_flight: float = 1.0,
+) -> LoadStats:
+    """Poisson arrivals at `rate` requests/s; `in_flight` is the expected concurrency (it
+    picks the lockstep factor)."""
+    scaled, config, w = lockstep(replica, timer, math.ceil(in_flight), input_tokens + output_tokens)
+    # Warm-up: as many arrivals as the replica holds in flight, so counting starts at the
+    # steady state rather than in the fill-up.
+    warmup = math.ceil(in_flight / w) + 8
+    stats = open_loop(
+        config,
+        scaled,
+        rate / w,
+        [(input_tokens, output_tokens)],
+        warmup + OPEN_MEASURED,
+        slo,
+        seed=7,
+        warmup=warmup,
+        request_overhead=REQUEST_OVERHEAD_S,
+        give_up_below=GOODPUT_ATTAINMENT if slo is not None else None,
+    )
+    return unscale(stats, w)
+
+
+@lru_cache(maxsize=512)
+def goodput_capacity(
+    timer: StepModel,
+    replica: Replica,
+    input_tokens: int,
+    output_tokens: int,
+    ttft_slo_s: float,
+    tpot_slo_s: float,
+    ceiling_rps: float,
+    guess_rps: float,
+    one: LoadStats,
+) -> tuple[float, LoadStats | None]:
+    """Highest open-loop rate (req/s) at which GOODPUT_ATTAINMENT of the requests meet both
+    SLOs, and the run at that rate. `ceiling_rps`: a rate the replica cannot sustain (the top
+    of the search); `guess_rps`: where to look first (the closed-loop rate at the target
+    concurrency when that meets the SLO); `one`: a lone request's run (if even it misses the
+    SLO, the capacity is 0 without a search)."""
+    slo = (ttft_slo_s, tpot_slo_s)
+    if one.ttft_p50 > ttft_slo_s or one.tpot_p50 > tpot_slo_s:
+        return 0.0, None
+
+    def run(rate: float) -> LoadStats:
+        # Expected in flight, for the lockstep factor: Little's law at a lone request's
+        # latency, doubled for queueing near the capacity.
+        return open_(
+            timer, replica, rate, input_tokens, output_tokens, slo, rate * one.e2e_mean * 2
+        )
+
+    def ok(stats: LoadStats) -> bool:
+        return not stats.saturated and stats.attainment >= GOODPUT_ATTAINMENT
+
+    lo, hi, best = 0.0, ceiling_rps, None
+    guess = min(max(guess_rps, 0.05 * ceiling_rps), 0.9 * ceiling_rps)
+    stats = run(guess)
+    if ok(stats):
+        lo, best, hi = guess, stats, min(ceiling_rps, guess * 1.6)
+        probe = run(hi)
+        if ok(probe):  # the guess was far too low: search the rest of the range
+            lo, best, hi = hi, probe, ceiling_rps
+    else:
+        hi = guess
+    for _ in range(BISECTION_STEPS - 1):
+        if hi - lo <= RESOLUTION * hi:
+            break
+        mid = (lo + hi) / 2
+        stats = run(mid)
+        if ok(stats):
+            lo, best = mid, stats
+        else:
+            hi = mid
+    return lo, best
+
+
+def predict_under_load(
+    timer: StepModel,
+    replica: Replica,
+    concurrency: int,
+    input_tokens: int,
+    output_tokens: int,
+    slots: int,
+    gpus: int,
+    price_per_gpu_hour: float,
+    ttft_slo_s: float,
+    tpot_slo_s: float,
+) -> Prediction:
+    """plan()'s prediction for one replica: closed loop at the target concurrency, the
+    saturation throughput (every slot busy) and the goodput capacity."""
+    at = closed(timer, replica, concurrency, input_tokens, output_tokens)
+    full = (
+        at
+        if slots <= concurrency
+        else closed(timer, replica, max(slots, 1), input_tokens, output_tokens)
+    )
+    saturation = max(full.requests_per_second, at.requests_per_second)
+    one = at if concurrency == 1 else closed(timer, replica, 1, input_tokens, output_tokens)
+    meets = at.ttft_p95 <= ttft_slo_s and at.tpot_p95 <= tpot_slo_s
+    guess = at.requests_per_second * (0.9 if meets else 0.5)
+    rate, good = goodput_capacity(
+        timer,
+        replica,
+        input_tokens,
+        output_tokens,
+        ttft_slo_s,
+        tpot_slo_s,
+        saturation * 1.5,  # the closed-loop estimate runs in lockstep groups: leave room
+        guess,
+        one,
+    )
+    # A rate the replica sustains is below its saturation throughput by definition.
+    saturation = max(saturation, rate)
+    tokens_s = at.output_tokens_per_second
+    cost = gpus * price_per_gpu_hour / (tokens_s * 3600) * 1e6 if tokens_s else math.inf
+    return Prediction(
+        ttft_ms=at.ttft_p50 * 1e3,
+        tpot_ms=at.tpot_p50 * 1e3,
+        output_tokens_per_second=tokens_s,
+        requests_per_second=at.requests_per_second,
+        goodput_requests_per_second=rate,
+        goodput_concurrency=round(good.concurrency) if good else 0,
+        cost_per_million_output_tokens=cost,
+        concurrency=concurrency,
+        ttft_p95_ms=at.ttft_p95 * 1e3,
+        ttft_p99_ms=at.ttft_p99 * 1e3,
+        itl_ms=at.itl_p50 * 1e3,
+        total_tokens_per_second=at.total_tokens_per_second,
+        goodput_ttft_p95_ms=good.ttft_p95 * 1e3 if good else 0.0,
+        goodput_tpot_ms=good.tpot_p50 * 1e3 if good else 0.0,
+        saturation_requests_per_second=saturation,
+    )
+
+
+def clear_caches() -> None:
+    """Forget every cached run (benchmarks of a cold plan(), tests)."""
+    for cached in (closed, open_, goodput_capacity):
+        cached.cache_clear()

@@ -1,0 +1,117 @@
+"""A GPU catalog overlay: the cluster's own prices, node labels and extra GPU types over
+the built-in catalog (capacity.gpus).
+
+The operator loads one at start-up (`tokenfleet operator --gpu-catalog FILE`; the Helm
+chart mounts its `gpuCatalog` value as that file from a ConfigMap). Format (YAML or JSON):
+
+    gpus:
+      h100-sxm: {pricePerHour: 2.49}            # a catalog GPU: only the fields given change
+      rtx-pro-6000:                             # a new type: every field of NEW_REQUIRED
+        name: NVIDIA RTX PRO 6000 Blackwell
+        memoryGib: 94.97
+        ...
+
+A new type must also be in the CRD's enum of spec.gpu.type for the API server to accept
+it: the chart adds the overlay's new types there when it templates the CRDs.
+`parse_overlay(data) -> dict[id, GPU]` is pure; `apply_overlay` updates the catalog.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.gpus import GPU, GPUS
+
+# camelCase overlay key -> (GPU field, type).
+FIELDS: dict[str, tuple[str, type]] = {
+    "name": ("name", str),
+    "pricePerHour": ("price_per_hour", float),
+    "memoryGib": ("memory_gib", float),
+    "bandwidthGbps": ("bandwidth_gbps", float),
+    "bf16Tflops": ("bf16_tflops", float),
+    "fp8Tflops": ("fp8_tflops", float),
+    "interconnect": ("interconnect", str),
+    "interconnectGbps": ("interconnect_gbps", float),
+    "internodeGbps": ("internode_gbps", float),
+    "gpusPerNode": ("gpus_per_node", int),
+    "nodeLabelKey": ("node_label_key", str),
+    "nodeLabelValue": ("node_label_value", str),
+    "resourceName": ("resource_name", str),
+}
+# What a new type must state; the rest default as in capacity.gpus.GPU (an NVIDIA device
+# plugin resource and node label, a 400 Gb/s NIC per GPU between nodes).
+NEW_REQUIRED = (
+    "name", "memoryGib", "bandwidthGbps", "bf16Tflops", "fp8Tflops", "interconnect",
+    "interconnectGbps", "gpusPerNode", "nodeLabelValue", "pricePerHour",
+)  # fmt: skip
+# A GPU id names a CRD enum value and appears in labels: lowercase, digits, '-' and '.'.
+GPU_ID = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
+
+
+def _value(where: str, key: str, value: Any) -> Any:
+    kind = FIELDS[key][1]
+    if kind is str:
+        if not isinstance(value, str) or not value:
+            raise PlanError(where, value, "must be a non-empty string", f"quote the {key}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PlanError(where, value, "must be a number", f"e.g. {key}: 2")
+    if value < 0 or (value == 0 and key != "pricePerHour"):
+        raise PlanError(where, value, "must be positive", f"give the real {key}")
+    return kind(value)
+
+
+def _changes(gpu_id: str, fields: Any) -> dict[str, Any]:
+    if not isinstance(fields, Mapping):
+        raise PlanError(f"gpus.{gpu_id}", fields, "expected a mapping", "e.g. {pricePerHour: 2}")
+    changes = {}
+    for key, value in fields.items():
+        if key not in FIELDS:
+            raise PlanError(
+                f"gpus.{gpu_id}.{key}", value, "unknown field", f"use {', '.join(FIELDS)}"
+            )
+        changes[FIELDS[key][0]] = _value(f"gpus.{gpu_id}.{key}", key, value)
+    return changes
+
+
+def parse_overlay(data: Any, catalog: Mapping[str, GPU] = GPUS) -> dict[str, GPU]:
+    """The overlaid and added GPUs by id; one PlanError naming the first bad entry."""
+    if not isinstance(data, Mapping) or set(data) - {"gpus"}:
+        raise PlanError(
+            "gpu catalog", type(data).__name__, "expected a mapping with one key, gpus",
+            "write gpus: {<gpu id>: {pricePerHour: ...}}",
+        )  # fmt: skip
+    gpus = data.get("gpus") or {}
+    if not isinstance(gpus, Mapping):
+        raise PlanError("gpus", gpus, "expected a mapping of GPU id to fields", "see --help")
+    out: dict[str, GPU] = {}
+    for gpu_id, fields in gpus.items():
+        changes = _changes(str(gpu_id), fields)
+        if gpu_id in catalog:
+            out[gpu_id] = replace(catalog[gpu_id], **changes)
+            continue
+        if not isinstance(gpu_id, str) or not GPU_ID.match(gpu_id):
+            raise PlanError(
+                f"gpus.{gpu_id}", gpu_id, "not a valid GPU id",
+                "use lowercase letters, digits, '-' and '.', e.g. rtx-pro-6000",
+            )  # fmt: skip
+        missing = [key for key in NEW_REQUIRED if FIELDS[key][0] not in changes]
+        if missing:
+            raise PlanError(
+                f"gpus.{gpu_id}", gpu_id,
+                f"a new GPU type (not one of {', '.join(catalog)}) needs every datasheet field",
+                f"add {', '.join(missing)}",
+            )  # fmt: skip
+        out[gpu_id] = GPU(id=gpu_id, **changes)
+    return out
+
+
+def apply_overlay(data: Any) -> list[str]:
+    """Overlay the process-wide catalog; returns the ids changed or added."""
+    changed = parse_overlay(data)
+    GPUS.update(changed)
+    return sorted(changed)

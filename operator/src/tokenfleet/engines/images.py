@@ -1,0 +1,129 @@
+"""Default engine images, per engine and GPU vendor, in one table. Pure.
+
+An LLMService that sets spec.engine.image runs that image. Otherwise the image comes from
+this table, keyed by (engine, vendor of the planned GPU) and tagged with the engine version
+the plan was made for, so the sizing and the binary agree. The operator can replace any
+row (`tokenfleet operator --engine-image vllm:amd=registry.local/vllm-rocm:v{version}`,
+set by the Helm chart's `engineImages` value), e.g. to pull through a mirror.
+
+A ROCm GPU must never get a CUDA build: where no ROCm image exists for the version (AMD's
+own rocm/vllm tags carry a ROCm version and a date, so they cannot be derived from the
+vLLM version), resolution fails with the fix instead of rendering a pod that cannot start.
+
+Public names: ImageRule, ImageTable, DEFAULT_IMAGES, VENDORS, gpu_vendor(resource_name),
+engine_image(engine, version, vendor, table), parse_override(text), with_overrides(...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from tokenfleet.capacity.engine_profiles import parse_version
+from tokenfleet.capacity.errors import PlanError
+
+VERSION = "{version}"  # placeholder in an image template: the engine version without a 'v'
+
+
+@dataclass(frozen=True)
+class ImageRule:
+    """An image template; `{version}` is replaced by the engine version (e.g. 0.11.0)."""
+
+    template: str
+    since: str | None = None  # first engine version published under this template
+
+    def image(self, version: str) -> str:
+        return self.template.replace(VERSION, version.removeprefix("v"))
+
+
+ImageTable = Mapping[tuple[str, str], ImageRule]
+
+VENDORS = ("nvidia", "amd")
+# Device-plugin resource name -> vendor (capacity.gpus.GPU.resource_name).
+_RESOURCE_VENDORS = {"nvidia.com/gpu": "nvidia", "amd.com/gpu": "amd"}
+
+DEFAULT_IMAGES: ImageTable = {
+    # vLLM's official CUDA image (docs.vllm.ai, deployment/docker): tags v<version>.
+    ("vllm", "nvidia"): ImageRule("vllm/vllm-openai:v{version}"),
+    # vLLM's official ROCm image (docs.vllm.ai, installation/gpu ROCm "pre-built images");
+    # v0.17.0 is the oldest tag we found published there (earlier ROCm builds are AMD's
+    # date-stamped rocm/vllm and rocm/vllm-dev tags).
+    ("vllm", "amd"): ImageRule("vllm/vllm-openai-rocm:v{version}", since="0.17.0"),
+    # SGLang's CUDA image (docs.sglang.ai, install "Method 3: docker"): tags v<version>.
+    ("sglang", "nvidia"): ImageRule("lmsysorg/sglang:v{version}"),
+    # SGLang's ROCm builds for MI300-class GPUs: v<version>-rocm720-mi30x, published
+    # alongside each release from v0.5.18 (ROCm 7.2; older releases used rocm700/rocm630).
+    ("sglang", "amd"): ImageRule("lmsysorg/sglang:v{version}-rocm720-mi30x", since="0.5.18"),
+}
+
+
+def gpu_vendor(resource_name: str) -> str:
+    """The vendor of a GPU from its device-plugin resource name (nvidia.com/gpu -> nvidia)."""
+    vendor = _RESOURCE_VENDORS.get(resource_name)
+    if vendor is None:
+        raise PlanError(
+            "gpu.resourceName",
+            resource_name,
+            "no engine images are known for this GPU resource",
+            f"use a GPU whose resource is one of {', '.join(_RESOURCE_VENDORS)}, "
+            "or set spec.engine.image",
+        )
+    return vendor
+
+
+def engine_image(engine: str, version: str, vendor: str, table: ImageTable = DEFAULT_IMAGES) -> str:
+    """The default image of `engine` at `version` for GPUs of `vendor`, or a PlanError."""
+    rule = table.get((engine, vendor))
+    build = "ROCm" if vendor == "amd" else "CUDA" if vendor == "nvidia" else vendor
+    if rule is None:
+        raise PlanError(
+            "spec.engine.image",
+            f"{engine} {version} on {vendor}",
+            f"there is no default {build} image of {engine}",
+            f"set spec.engine.image to a {build} build of {engine} {version}, or give the "
+            f"operator one with --engine-image {engine}:{vendor}=IMAGE",
+        )
+    if rule.since is not None and parse_version(version) < parse_version(rule.since):
+        raise PlanError(
+            "spec.engine.version",
+            version,
+            f"{rule.template.split(':')[0]} publishes {build} builds of {engine} from "
+            f"{rule.since} on; an older version has no default image",
+            f"set spec.engine.version to {rule.since} or newer, or set spec.engine.image "
+            f"to a {build} build of {engine} {version}",
+        )
+    return rule.image(version)
+
+
+def parse_override(text: str) -> tuple[tuple[str, str], ImageRule]:
+    """ENGINE[:VENDOR]=IMAGE (IMAGE may contain {version}) -> one table row.
+
+    Without a vendor the row is for NVIDIA, the vendor of most clusters."""
+    key, sep, image = text.partition("=")
+    engine, _, vendor = key.strip().partition(":")
+    vendor = vendor or "nvidia"
+    problem = None
+    if not sep or not image.strip():
+        problem = "expected ENGINE[:VENDOR]=IMAGE"
+    elif engine not in ("vllm", "sglang"):
+        problem = f"unknown engine {engine!r} (use vllm or sglang)"
+    elif vendor not in VENDORS:
+        problem = f"unknown vendor {vendor!r} (use {' or '.join(VENDORS)})"
+    elif any(c.isspace() for c in image.strip()):
+        problem = "an image reference has no spaces"
+    if problem:
+        raise PlanError(
+            "--engine-image",
+            text,
+            problem,
+            "e.g. --engine-image vllm=mirror.local/vllm/vllm-openai:v{version} or "
+            "--engine-image sglang:amd=lmsysorg/sglang:v0.5.23-rocm720-mi30x",
+        )
+    return (engine, vendor), ImageRule(image.strip())
+
+
+def with_overrides(overrides: Iterable[str], table: ImageTable = DEFAULT_IMAGES) -> ImageTable:
+    """`table` with the rows given as ENGINE[:VENDOR]=IMAGE strings replaced."""
+    merged = dict(table)
+    merged.update(parse_override(text) for text in overrides)
+    return merged

@@ -1,0 +1,33 @@
+"""The pure continuous-batching scheduler core, below both `capacity` and `sim`.
+
+- core.py     the vLLM-V1-style scheduler on a virtual clock (KV blocks, max-num-seqs,
+              chunked prefill, recompute preemption), plus fast-forward over decode steps.
+- virtual.py  closed- and open-loop load runs on it in virtual time: TTFT / ITL / TPOT
+              percentiles and throughput, as `vllm bench serve` would report them.
+
+Nothing here imports `capacity` or `sim`: the step timer is any object with step_seconds().
+"""
+
+from tokenfleet.scheduling.core import (
+    Arrival,
+    FastForward,
+    ScheduledStep,
+    Scheduler,
+    SchedulerConfig,
+    SimRequest,
+    StepOutcome,
+    StepTimer,
+    simulate,
+)
+
+__all__ = [
+    "Arrival",
+    "FastForward",
+    "ScheduledStep",
+    "Scheduler",
+    "SchedulerConfig",
+    "SimRequest",
+    "StepOutcome",
+    "StepTimer",
+    "simulate",
+]

@@ -1,0 +1,330 @@
+"""Load runs on the scheduler core in virtual time: what `vllm bench serve` would measure.
+
+- closed loop: `concurrency` clients, each sending its next request when the last one ends
+  (`--max-concurrency`), staggered at the start so the run reaches its steady state quickly;
+  the first wave is warm-up and not counted.
+- open loop: Poisson arrivals at `rate` requests/s (`--request-rate`), seeded, deterministic.
+
+Both return percentiles of TTFT, TPOT and ITL and the throughput over the measured window.
+Decode stretches between events are fast-forwarded (Scheduler.fast_forward), so a run of a
+few hundred requests costs a few thousand scheduler steps, not hundreds of thousands.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
+
+Shape = tuple[int, int]  # (prompt tokens, output tokens)
+# Every run stops after `max_steps` scheduler steps (or fast-forwards), whatever its input:
+# plan() is bounded in time even for a pathological workload. A plan()-sized run takes a few
+# thousand; the defaults below are two orders of magnitude above that.
+
+
+@dataclass(frozen=True)
+class LoadStats:
+    """One load run, measured after warm-up. Times in seconds."""
+
+    requests: int  # measured (finished) requests
+    ttft_p50: float
+    ttft_p95: float
+    ttft_p99: float
+    tpot_p50: float
+    tpot_p95: float
+    tpot_mean: float
+    itl_p50: float
+    e2e_mean: float
+    requests_per_second: float
+    output_tokens_per_second: float
+    total_tokens_per_second: float
+    attainment: float  # share of measured requests meeting both SLOs (1.0 without SLOs)
+    saturated: bool  # open loop: the queue still grew at the end (the rate is not sustained)
+    preemptions: int
+
+    @property
+    def concurrency(self) -> float:
+        """Mean requests in the system (Little's law)."""
+        return self.requests_per_second * self.e2e_mean
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    if not sorted_values:
+        return math.inf
+    index = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
+    return sorted_values[index]
+
+
+def _weighted_median(samples: list[tuple[float, float]]) -> float:
+    if not samples:
+        return 0.0
+    samples.sort()
+    half = sum(w for _, w in samples) / 2
+    acc = 0.0
+    for value, weight in samples:
+        acc += weight
+        if acc >= half:
+            return value
+    return samples[-1][0]
+
+
+class _Run:
+    """The event loop shared by both runs: arrivals in, steps (or fast-forwards) out."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        timer: StepTimer,
+        slo: tuple[float, float] | None,
+        overhead: float = 0.0,
+    ) -> None:
+        self.scheduler = Scheduler(config, timer, record_token_times=False)
+        self.pending: list[tuple[float, int, SimRequest]] = []
+        self.finished: list[SimRequest] = []
+        self.itl: list[tuple[float, float]] = []  # (gap seconds, tokens that saw it)
+        self.slo = slo
+        self.overhead = overhead  # seconds a request spends outside the scheduler
+        self.count = 0
+        self.now = 0.0
+
+    def arrive(self, at: float, shape: Shape) -> SimRequest:
+        request = SimRequest(f"v{self.count}", shape[0], shape[1], at)
+        heapq.heappush(self.pending, (at, self.count, request))
+        self.count += 1
+        return request
+
+    def advance(self, max_steps: int) -> list[SimRequest]:
+        """One step (or a fast-forward) at the current time; returns requests that finished.
+        Empty and idle with nothing pending means the run is over."""
+        scheduler, pending = self.scheduler, self.pending
+        while pending and pending[0][0] <= self.now:
+            scheduler.add(heapq.heappop(pending)[2])
+        until = pending[0][0] if pending else None
+        jump = scheduler.fast_forward(self.now, until)
+        if jump is not None:
+            self.itl.append(((jump.first_duration + jump.last_duration) / 2,
+                             jump.steps * jump.decode_seqs))  # fmt: skip
+            self.now = jump.end
+            return list(jump.finished)
+        step = scheduler.schedule(self.now)
+        if step is None:
+            if pending:
+                self.now = pending[0][0]
+            return []
+        outcome = scheduler.complete(step)
+        if step.decode_seqs:
+            self.itl.append((step.duration, step.decode_seqs))
+        self.now = outcome.end
+        return list(outcome.finished)
+
+    def meets_slo(self, r: SimRequest) -> bool:
+        if self.slo is None:
+            return True
+        ttft_slo, tpot_slo = self.slo
+        if r.first_token_at is None or r.last_token_at is None:
+            return False
+        if r.first_token_at - r.arrival + self.overhead > ttft_slo:
+            return False
+        n = r.output_tokens
+        return n <= 1 or (r.last_token_at - r.first_token_at) / (n - 1) <= tpot_slo
+
+    def stats(self, measured: list[SimRequest], window: float, saturated: bool) -> LoadStats:
+        # A request reaches the scheduler `overhead` after it is sent (HTTP, tokeniser):
+        # latencies the client sees start that much earlier.
+        extra = self.overhead
+        ttft = sorted(r.first_token_at - r.arrival + extra for r in measured)  # type: ignore[operator]
+        tpots = sorted(
+            (r.last_token_at - r.first_token_at) / (r.output_tokens - 1)  # type: ignore[operator]
+            for r in measured
+            if r.output_tokens > 1
+        )
+        e2e = [r.finished_at - r.arrival + extra for r in measured]  # type: ignore[operator]
+        good = len(measured)
+        if self.slo is not None:
+            ttft_slo, tpot_slo = self.slo
+            good = sum(
+                1
+                for r in measured
+                if r.first_token_at - r.arrival + extra <= ttft_slo  # type: ignore[operator]
+                and (
+                    r.output_tokens <= 1
+                    or (r.last_token_at - r.first_token_at) / (r.output_tokens - 1)  # type: ignore[operator]
+                    <= tpot_slo
+                )
+            )
+        n = len(measured)
+        rps = n / window if window > 0 else 0.0
+        out = sum(r.output_tokens for r in measured) / max(n, 1)
+        inp = sum(r.prompt_tokens for r in measured) / max(n, 1)
+        return LoadStats(
+            requests=n,
+            ttft_p50=_quantile(ttft, 0.50),
+            ttft_p95=_quantile(ttft, 0.95),
+            ttft_p99=_quantile(ttft, 0.99),
+            tpot_p50=_quantile(tpots, 0.50) if tpots else 0.0,
+            tpot_p95=_quantile(tpots, 0.95) if tpots else 0.0,
+            tpot_mean=sum(tpots) / len(tpots) if tpots else 0.0,
+            itl_p50=_weighted_median(self.itl),
+            e2e_mean=sum(e2e) / max(n, 1),
+            requests_per_second=rps,
+            output_tokens_per_second=rps * out,
+            total_tokens_per_second=rps * (inp + out),
+            attainment=good / max(n, 1),
+            saturated=saturated,
+            preemptions=self.scheduler.num_preemptions,
+        )
+
+
+def closed_loop(
+    config: SchedulerConfig,
+    timer: StepTimer,
+    concurrency: int,
+    shapes: Sequence[Shape],
+    measured: int,
+    slo: tuple[float, float] | None = None,
+    max_steps: int = 200_000,
+    request_overhead: float = 0.0,
+) -> LoadStats:
+    """`concurrency` clients, back to back. The first `concurrency` requests to finish are
+    warm-up; the next `measured` are counted."""
+    run = _Run(config, timer, slo, request_overhead)
+    c = max(1, concurrency)
+    prompt, out = shapes[0]
+    # Stagger the clients over one request's estimated latency so finishes spread out as in a
+    # long benchmark, instead of one synchronised wave.
+    context = c * (prompt + out // 2)
+    e2e = timer.step_seconds(prompt, 0, 0) + out * timer.step_seconds(0, c, context)
+    gap = e2e / c
+    for i in range(c):
+        run.arrive(i * gap, shapes[i % len(shapes)])
+    # Count requests by the order they were sent, not by the order they finish (the first
+    # to finish are the short ones), and keep every client busy until the last counted one
+    # is done, so each counted request saw the full load.
+    issued = c
+    counted: list[SimRequest] = []
+    pending_counted = measured
+    steps = 0
+    while pending_counted > 0 and steps < max_steps:
+        steps += 1
+        finished = run.advance(max_steps)
+        for request in finished:
+            if c <= int(request.request_id[1:]) < c + measured:
+                counted.append(request)
+                pending_counted -= 1
+            run.arrive(run.now + request_overhead, shapes[issued % len(shapes)])
+            issued += 1
+        if not finished and run.scheduler.idle and not run.pending:
+            break
+    # Little's law is exact for a closed loop without think time: X = clients / mean latency.
+    # (A window count would depend on where the clients' phases fall.)
+    if not counted:
+        return run.stats([], 0.0, saturated=True)
+    e2e = sum(r.finished_at - r.arrival for r in counted) / len(counted)  # type: ignore[operator]
+    return run.stats(counted, len(counted) * (e2e + request_overhead) / c, saturated=False)
+
+
+def open_loop(
+    config: SchedulerConfig,
+    timer: StepTimer,
+    rate: float,
+    shapes: Sequence[Shape],
+    requests: int,
+    slo: tuple[float, float] | None = None,
+    seed: int = 0,
+    max_steps: int = 200_000,
+    warmup: int | None = None,
+    request_overhead: float = 0.0,
+    give_up_below: float | None = None,
+) -> LoadStats:
+    """Poisson arrivals at `rate` req/s. The first `warmup` requests (default 20%) fill the
+    replica and are not counted: give at least the expected number in flight (rate x
+    latency). `saturated` when the rate outruns the replica: requests in the system pile up
+    over the measured window. With an `slo` and `give_up_below`, the run stops as soon as
+    so many measured requests missed the SLO that the attainment cannot reach it (the
+    returned attainment is then an upper bound below the target)."""
+    run = _Run(config, timer, slo, request_overhead)
+    rng = random.Random(seed)
+    at = 0.0
+    arrivals: list[SimRequest] = []
+    for i in range(requests):
+        arrivals.append(run.arrive(at, shapes[i % len(shapes)]))
+        at += rng.expovariate(rate)
+    warm = requests // 5 if warmup is None else min(warmup, requests - 1)
+    counted = requests - warm
+    allowed = math.inf
+    if slo is not None and give_up_below is not None:
+        allowed = math.floor((1 - give_up_below) * counted)
+    measured_from = {id(r) for r in arrivals[warm:]}
+    bad = 0
+    steps = 0
+    while (run.pending or not run.scheduler.idle) and steps < max_steps:
+        steps += 1
+        for request in run.advance(max_steps):
+            if id(request) in measured_from and not run.meets_slo(request):
+                bad += 1
+        if bad > allowed:
+            done = [r for r in arrivals[warm:] if r.finished]
+            stats = run.stats(done, max(run.now - arrivals[warm].arrival, 1e-9), False)
+            return replace(stats, attainment=1 - bad / counted)
+    measured = [r for r in arrivals[warm:] if r.finished]
+    if not measured:
+        return run.stats([], 0.0, saturated=True)
+    first = arrivals[warm].arrival
+    last_arrival = arrivals[-1].arrival
+    window = last_arrival - first
+
+    def in_system(t: float) -> int:
+        return sum(1 for r in arrivals if r.arrival <= t and (r.finished_at or math.inf) > t)
+
+    def queued(t: float) -> int:
+        return sum(1 for r in arrivals if r.arrival <= t and (r.scheduled_at or math.inf) > t)
+
+    # Sustained: requests do not pile up. Past the saturation rate the running batch hits its
+    # limit (max-num-seqs or the KV cache) and a queue builds at (rate - capacity) x time;
+    # below it, requests in the system only fluctuate (Poisson: about sqrt of their mean).
+    half = (requests - warm) // 2
+    start = in_system(arrivals[warm + half].arrival)
+    growth = in_system(last_arrival) - start
+    saturated = (
+        len(measured) < len(arrivals) - warm
+        or queued(last_arrival) > max(4, 0.1 * (requests - warm))
+        or growth > 4 + 3 * math.sqrt(max(start, 1))
+    )
+    stats = run.stats(measured, window if window > 0 else 1.0, saturated)
+    if not saturated:
+        # A sustained open loop serves what is offered; the sample's own count over the
+        # window is the offered rate plus Poisson noise.
+        out = stats.output_tokens_per_second / max(stats.requests_per_second, 1e-12)
+        total = stats.total_tokens_per_second / max(stats.requests_per_second, 1e-12)
+        stats = replace(
+            stats,
+            requests_per_second=rate,
+            output_tokens_per_second=rate * out,
+            total_tokens_per_second=rate * total,
+        )
+    return stats
+
+
+def offline(
+    config: SchedulerConfig,
+    timer: StepTimer,
+    shapes: Sequence[Shape],
+    requests: int,
+    max_steps: int = 400_000,
+    request_overhead: float = 0.0,
+) -> LoadStats:
+    """Every request sent at once (`--request-rate inf`, offline throughput): tokens over
+    the makespan. TTFT here is queueing, as the benchmarks that run it say."""
+    run = _Run(config, timer, None, request_overhead)
+    arrivals = [run.arrive(0.0, shapes[i % len(shapes)]) for i in range(requests)]
+    steps = 0
+    while (run.pending or not run.scheduler.idle) and steps < max_steps:
+        steps += 1
+        run.advance(max_steps)
+    done = [r for r in arrivals if r.finished]
+    makespan = max((r.finished_at or 0.0) for r in done) if done else 0.0
+    return run.stats(done, makespan, saturated=len(done) < len(arrivals))

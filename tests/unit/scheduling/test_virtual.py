@@ -1,0 +1,114 @@
+"""The scheduler core in virtual time: fast-forward is exact, load runs behave like engines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
+from tokenfleet.scheduling.virtual import closed_loop, open_loop
+
+
+@dataclass(frozen=True)
+class LinearTimer:
+    """Fixed overhead + per prefill token + per decode sequence + per context token."""
+
+    def step_seconds(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        decode_context_tokens: int,
+        prefill_attention_pairs: float | None = None,
+    ) -> float:
+        return 0.005 + 2e-5 * prefill_tokens + 1e-4 * decode_seqs + 1e-7 * decode_context_tokens
+
+
+CONFIG = SchedulerConfig(
+    kv_cache_tokens=64_000, max_num_seqs=64, max_num_batched_tokens=1024, max_model_len=4096
+)
+
+
+def run(fast: bool, arrivals: list[tuple[float, int, int]]) -> list[SimRequest]:
+    scheduler = Scheduler(CONFIG, LinearTimer())
+    pending = [SimRequest(f"r{i}", p, o, at) for i, (at, p, o) in enumerate(arrivals)]
+    todo = list(pending)
+    now = 0.0
+    while todo or not scheduler.idle:
+        while todo and todo[0].arrival <= now:
+            scheduler.add(todo.pop(0))
+        if fast:
+            jump = scheduler.fast_forward(now, todo[0].arrival if todo else None)
+            if jump is not None:
+                now = jump.end
+                continue
+        step = scheduler.schedule(now)
+        if step is None:
+            now = todo[0].arrival
+            continue
+        now = scheduler.complete(step).end
+    return pending
+
+
+def test_fast_forward_matches_step_by_step() -> None:
+    arrivals = [(0.05 * i, 300 + 37 * (i % 5), 50 + 13 * (i % 7)) for i in range(40)]
+    slow, fast = run(False, arrivals), run(True, arrivals)
+    for a, b in zip(slow, fast, strict=True):
+        assert b.output_tokens == a.output_tokens
+        assert b.token_times == pytest.approx(a.token_times, rel=1e-9, abs=1e-9)
+        assert b.finished_at == pytest.approx(a.finished_at, rel=1e-9)
+        assert b.first_token_at == pytest.approx(a.first_token_at, rel=1e-9)
+
+
+def test_closed_loop_ttft_grows_with_concurrency() -> None:
+    shapes = [(900, 120)]
+    ttft = [closed_loop(CONFIG, LinearTimer(), c, shapes, 48).ttft_p50 for c in (1, 8, 32, 64)]
+    assert ttft == sorted(ttft) and ttft[-1] > 1.3 * ttft[0]
+    # Little's law: the clients are always in the system.
+    stats = closed_loop(CONFIG, LinearTimer(), 16, shapes, 48)
+    assert stats.concurrency == pytest.approx(16, rel=1e-6)
+
+
+def test_open_loop_ttft_grows_with_rate_and_explodes_past_saturation() -> None:
+    shapes = [(900, 120)]
+    saturation = closed_loop(CONFIG, LinearTimer(), 64, shapes, 64).requests_per_second
+    runs = {
+        f: open_loop(CONFIG, LinearTimer(), f * saturation, shapes, 240, warmup=80)
+        for f in (0.2, 0.6, 1.5)
+    }
+    assert runs[0.2].ttft_p95 <= runs[0.6].ttft_p95 < runs[1.5].ttft_p95
+    assert not runs[0.2].saturated and not runs[0.6].saturated
+    assert runs[1.5].saturated
+    assert runs[1.5].ttft_p50 > 10 * runs[0.2].ttft_p50
+    assert runs[0.6].requests_per_second == pytest.approx(0.6 * saturation)
+
+
+def test_attainment_counts_requests_within_both_slos() -> None:
+    shapes = [(900, 120)]
+    loose = closed_loop(CONFIG, LinearTimer(), 8, shapes, 32, slo=(10.0, 1.0))
+    tight = closed_loop(CONFIG, LinearTimer(), 8, shapes, 32, slo=(1e-4, 1.0))
+    assert loose.attainment == 1.0 and tight.attainment == 0.0
+
+
+def test_the_simulator_re_exports_the_same_scheduler() -> None:
+    from tokenfleet.scheduling import core
+    from tokenfleet.sim import scheduler as sim_scheduler
+
+    assert sim_scheduler.Scheduler is core.Scheduler
+    assert sim_scheduler.SchedulerConfig is core.SchedulerConfig
+    assert sim_scheduler.simulate is core.simulate
+
+
+def test_capacity_does_not_import_the_simulator() -> None:
+    # The scheduler core sits below both: planning must not pull in the HTTP server.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tokenfleet.capacity as c; "
+        "c.plan(c.PlanRequest(arch=c.load_model('meta-llama/Llama-3.1-8B'), "
+        "gpu=c.get_gpu('h100-sxm'))); "
+        "print(sorted(m for m in sys.modules if m.startswith('tokenfleet.sim')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
