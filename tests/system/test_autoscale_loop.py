@@ -226,8 +226,10 @@ async def test_autoscale_loop_scales_with_load_and_holds_without_prometheus(
         holds: set[str] = set()
 
         def scaled_down() -> bool:
-            holds.add(str(loop.autoscaling().get("held")))
-            return loop.replicas() < high
+            auto = loop.autoscaling()
+            holds.add(str(auto.get("held")))
+            # The replicas are written first, then the status that records the scale time.
+            return loop.replicas() < high and (_time(auto.get("lastScaleTime")) or 0) > last_high
 
         await loop.until(scaled_down, "the first scale-down", timeout=WAIT_S * 2)
         first_down = _time(loop.autoscaling().get("lastScaleTime"))
