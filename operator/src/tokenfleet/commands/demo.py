@@ -64,6 +64,14 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         "(default: %(default)s)",
     )
     p.add_argument(
+        "--ramp",
+        type=float,
+        default=240.0,
+        metavar="SECONDS",
+        help="simulated seconds the load takes to climb from --low to --high; 0 is a step "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
         "--plot", default="demo.png", help="PNG written at the end (default: %(default)s)"
     )
     p.add_argument("--workdir", help="keep logs and Prometheus data here (default: a temp dir)")
