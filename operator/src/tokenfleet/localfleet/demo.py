@@ -164,7 +164,8 @@ async def _run(options: DemoOptions, workdir: Path) -> int:
             if time.monotonic() >= next_row:
                 next_row += options.sample_s / k
                 row = await asyncio.to_thread(observer.sample)
-                screen.show(row_line(row, slo))
+                width = shutil.get_terminal_size((120, 30)).columns
+                screen.show(row_line(row, slo, width if options.interactive else None))
             await asyncio.sleep(min(0.5, options.sample_s / k))
         load.rate = 0.0
         done = list(load.finished)

@@ -53,6 +53,8 @@ class Row:
 def _autoscaling(status: dict[str, Any]) -> tuple[str, str | None]:
     auto = status.get("autoscaling") or {}
     reason = str(auto.get("reason") or "")
+    if reason and auto.get("driver"):
+        reason = f"{auto['driver']}: {reason}"
     if not reason:
         for cond in status.get("conditions") or []:
             if cond.get("type") == "Autoscaling":

@@ -40,7 +40,8 @@ def plan_header(name: str, body: dict[str, Any], slo: Slo, time_scale: float) ->
     ]
 
 
-def row_line(row: Row, slo: Slo) -> str:
+def row_line(row: Row, slo: Slo, width: int | None = None) -> str:
+    """One view line; `width` cuts it to the terminal (None: the whole decision, for logs)."""
     replicas = f"{_num(row.ready, 'd', '?')}/{_num(row.desired, 'd', '?')}"
     ttft = _num(None if row.ttft_quantile_s is None else row.ttft_quantile_s * 1000, ".0f")
     mark = ""
@@ -49,10 +50,11 @@ def row_line(row: Row, slo: Slo) -> str:
     attain = _num(None if row.attainment is None else row.attainment * 100, ".1f")
     decision = f"[{row.held}] " if row.held else ""
     decision += row.decision
-    return (
+    line = (
         f"{row.t:6.0f} {row.offered:6.2f} {replicas:>8} {ttft + mark:>7} {attain:>6} "
-        f"{_num(row.goodput, '.2f'):>7}  {decision[:90]}"
+        f"{_num(row.goodput, '.2f'):>7}  {decision}"
     )
+    return line if width is None else line[:width]
 
 
 def summary(
