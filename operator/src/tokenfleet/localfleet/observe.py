@@ -48,6 +48,7 @@ class Row:
     goodput: float | None  # requests per simulated second within the SLO
     decision: str  # status.autoscaling.reason (or the Autoscaling condition's)
     held: str | None  # status.autoscaling.held
+    rate: float | None = None  # finished requests per simulated second (the engines' count)
 
 
 def _autoscaling(status: dict[str, Any]) -> tuple[str, str | None]:
@@ -152,6 +153,7 @@ class Observer:
             ttft_quantile_s=m["ttft_quantile"],
             attainment=m["attainment"],
             goodput=m["goodput"],
+            rate=m["request_rate"],
             decision=decision,
             held=held,
         )

@@ -75,6 +75,7 @@ def summary(
         f"requests: {stats['finished']} finished, {stats['failed']} failed, "
         f"{stats['dropped']} not sent (no ready replica); SLO attainment "
         f"{stats['attainment'] * 100:.1f}% (TTFT <= {slo.ttft_s * 1000:.0f} ms and TPOT <= "
-        f"{slo.tpot_s * 1000:.0f} ms), goodput {stats['goodput']:.2f} req/s",
+        f"{slo.tpot_s * 1000:.0f} ms; the engines' histograms, a lower bound), goodput "
+        f"{stats['goodput']:.2f} req/s",
     ]
     return lines
