@@ -8,19 +8,22 @@ How a decision is made, in order:
    down (signals is None), no replica reporting, stale samples, fewer replicas reporting
    than are ready. Zero load is NOT missing data: a request rate of 0 with every replica
    reporting recommends minReplicas even though TTFT is 0/0 (NaN, so None) then.
-2. Learn the per-replica capacity (req/s within the SLO) from what the fleet shows: the SLO
-   broke at r req/s per replica -> capacity <= r; it held at r -> capacity >= r. Bounded per
-   decision and overall, and only on a settled fleet, so one noisy window cannot swing it.
-3. Recommend: the feed-forward estimate rate / (capacity x targetUtilization), raised by
+2. Demand: finished req/s plus the change of requests in flight (a saturated fleet hides
+   the load that queues), forecast along its trend to when replicas ordered now will serve.
+3. Learn the per-replica capacity (req/s within the SLO) from what the fleet shows: the SLO
+   broke at r req/s per replica -> capacity < r; it held at r -> capacity >= r; bounded per
+   decision and overall, charged to the fewest / most replicas ready in the signals' window.
+4. Recommend: the feed-forward estimate demand / (capacity x targetUtilization), raised by
    target tracking on the SLO signal when it is breached (TTFT quantile over ttftMs, SLO
    attainment under target, requests queueing). Breaches act on the replicas that are
    ready, so replicas already starting are not asked for again (no cascade).
-4. Panic on a large breach (TTFT over 2x the SLO, attainment far below target): jump to the
+5. Panic on a large breach (TTFT over 2x the SLO, attainment far below target): jump to the
    recommendation at once, past replicas already starting, and never scale down for a while.
-5. Otherwise scale up fast (the lowest recommendation over the short up window, a step of
-   max(maxScaleUpStep, 100%)), but not while earlier new replicas are still starting; scale
-   down slowly (the highest recommendation over scaleDownStabilizationSeconds, a cooldown
-   between scale-downs, maxScaleDownStep at a time). Then clip to min / max.
+6. Otherwise scale up fast (the lowest recommendation over the short up window, a step of
+   max(maxScaleUpStep, 100%)); while replicas start, only for load they could not serve
+   either. Scale down slowly (the highest recommendation over
+   scaleDownStabilizationSeconds, never while the SLO is missed, a cooldown between
+   scale-downs, max(maxScaleDownStep, half) at a time). Then clip to min / max.
 """
 
 from __future__ import annotations
@@ -76,10 +79,12 @@ class PolicyParams:
     KEDA threshold in KServe's LLM docs."""
     trend_window_seconds: float = 180.0
     """The load's trend is fitted over 3 minutes: Dynamo's planner interval (180 s)."""
-    forecast_seconds: float = 120.0
-    """...and extrapolated (upward only) by a typical cold start: 1-5 minutes for 7-70B
-    models with the image on the node (reference/autoscaling.md), 2 minutes in Dynamo's
-    replay study where reactive scaling collapsed."""
+    forecast_seconds: float = 180.0
+    """...and extrapolated (upward only) to when replicas ordered now will serve: a cold
+    start (1-5 minutes for 7-70B models with the image on the node, reference/
+    autoscaling.md; 2 minutes in Dynamo's replay study, where reactive scaling collapsed),
+    plus the ~30 s a 1-minute rate lags, plus the 30 s up window. In autoscale-sim 120 s
+    left diurnal at 98.3% attainment, 180 s reached 99.2% (seed 0) and 99.0% (seed 1)."""
     learn_settle_seconds: float = 60.0
     """The signals' window (rate(...[1m])): windowed TTFT / attainment describe the fleet of
     the last minute, so learning charges them to its fewest / most ready replicas, and SLO
