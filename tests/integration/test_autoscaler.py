@@ -31,6 +31,7 @@ from test_operator import (
 from tokenfleet.autoscale.prometheus import PrometheusUnreachable
 from tokenfleet.autoscale.signals import Attainment, Boundary, Observation, SignalsQuery
 from tokenfleet.autoscale.types import Decision, FleetState, History, Signals
+from tokenfleet.controller.autoscaler import parse_iso
 
 NAME = "llama-3-1-8b"
 URL = "http://prometheus.test:9090"  # never dialled: the source is injected
@@ -68,12 +69,17 @@ class StubPolicy:
     target: int | None = None
     calls: list[tuple[FleetState, Signals | None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    learnt: float | None = None  # set: the returned history claims this observed capacity
+    histories: list[History] = field(default_factory=list)  # what each call was given
 
     def __call__(
         self, spec: Any, current: FleetState, signals: Signals | None, history: History, now: float
     ) -> Decision:
         with self.lock:
             self.calls.append((current, signals))
+            self.histories.append(history)
+        if self.learnt is not None and history.capacity is not None:
+            history = replace(history, capacity=replace(history.capacity, observed=self.learnt))
         if signals is None:
             return Decision(current.desired, current.desired, "no signals", "hold", history,
                             held="PrometheusDown")  # fmt: skip
@@ -285,10 +291,78 @@ async def test_the_real_policy_scales_up_on_a_load_above_the_plans_capacity(
         f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{NAME}/status",
         {"status": {"replicas": 1, "readyReplicas": 1}},
     )
-    await eventually(
-        lambda: (llms(cluster, NAME)["spec"].get("replicas") or 1) > 1, what="a scale-up"
+    try:
+        await eventually(
+            lambda: (llms(cluster, NAME)["spec"].get("replicas") or 1) > 1, what="a scale-up"
+        )
+    except AssertionError as error:  # say what the policy decided instead
+        raise AssertionError(f"{error}; status: {status(cluster)}") from None
+    # The status is written just after the scale: wait for it too.
+    auto = await eventually(
+        lambda: (a := status(cluster)["autoscaling"])["desiredReplicas"] > 1 and a,
+        what="the scale-up in status.autoscaling",
     )
-    auto = status(cluster)["autoscaling"]
-    assert auto["desiredReplicas"] > 1 and auto.get("held") is None
+    assert auto.get("held") is None
     assert auto["capacity"]["predicted"] == round(capacity, 4)
     assert condition(cluster, NAME, "Autoscaling")["status"] == "True"
+
+
+async def test_the_policy_memory_survives_an_operator_restart(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """The learnt capacity, the last scale and the last decision come back from status."""
+    first_policy = StubPolicy(target=2, learnt=1.5)
+    first = await start(start_operator, Source(), first_policy)
+    await create(cluster, autoscaled())
+    auto = await eventually(
+        lambda: (a := status(cluster).get("autoscaling") or {}).get("lastScaleTime") and a,
+        what="a scale recorded in status",
+    )
+    assert auto["capacity"]["observed"] == 1.5
+    await first.stop()
+
+    second_policy = StubPolicy(target=None)
+    await start(start_operator, Source(), second_policy)
+    await eventually(lambda: second_policy.histories, what="a decision after the restart")
+    history = second_policy.histories[0]
+    assert history.capacity is not None and history.capacity.observed == 1.5
+    scaled_at = parse_iso(auto["lastScaleTime"])
+    assert history.last_scale_up_at == scaled_at and history.last_scale_down_at == scaled_at
+    assert [r.replicas for r in history.recommendations] == [auto["desiredReplicas"]]
+
+
+async def test_a_conflict_that_left_the_spec_alone_is_retried_in_the_same_decision(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    # One decision only (an hour's interval): the 409 (as from a status write in between)
+    # must not cost it.
+    cluster.fail("PATCH", rf"/llmservices/{NAME}/scale$", 409, times=1)
+    policy = StubPolicy(target=2)
+    await start(start_operator, Source(), policy)
+    await create(cluster, autoscaled(interval=3600))
+    await eventually(lambda: llms(cluster, NAME)["spec"].get("replicas") == 2, what="scaled")
+    assert len(policy.calls) == 1
+
+
+async def test_a_users_scale_during_a_decision_wins(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    policy = StubPolicy(target=2)
+    await start(start_operator, Source(), policy)
+    await create(cluster, autoscaled())
+    await eventually(lambda: llms(cluster, NAME)["spec"].get("replicas") == 2, what="scaled")
+
+    # The next scale is held in flight while a user sets replicas by editing the spec.
+    release = cluster.hold("PATCH", rf"/llmservices/{NAME}/scale$")
+    policy.target = 4
+    await eventually(lambda: cluster.held, what="the autoscaler's scale in flight")
+    await patch(cluster, f"{LLMS_PATH}/{NAME}", {"spec": {"replicas": 1}})
+    policy.target = None  # from now on the policy keeps whatever it finds
+    release.set()
+    await eventually(lambda: not cluster.held, what="the held scale answered")
+    await eventually(
+        lambda: cluster.get(DEPLOYMENTS, NAMESPACE, NAME)["spec"]["replicas"] == 1,
+        what="the user's replicas rendered",
+    )
+    assert llms(cluster, NAME)["spec"]["replicas"] == 1  # the stale decision wrote nothing
+    assert f"{LLMS_PATH}/{NAME}/scale" in cluster.conflicts

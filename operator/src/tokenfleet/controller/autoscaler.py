@@ -76,6 +76,9 @@ AUTOSCALER_KEYS = frozenset({"autoscaling", "latestTtftMs"})
 # spec.autoscaling.intervalSeconds' default (api/autoscaling.py), for bodies the API server
 # has not defaulted (an older CRD).
 DEFAULT_INTERVAL_SECONDS = 30.0
+# Scale writes in a row that may meet a 409 from a status or annotation write (the spec
+# unchanged) before the tick gives up: as for status (controller/statuswrite.py).
+SCALE_ATTEMPTS = 5
 NO_URL_MESSAGE = (
     "no Prometheus URL: set spec.autoscaling.prometheus.url or run the operator with "
     "--prometheus-url"
@@ -445,21 +448,10 @@ class Autoscalers:
         if decision.desired != current.desired:
             if decision.desired < current.desired:
                 await self._set_deletion_costs(body, query, url, now)
-            try:
-                await self.kube.scale(
-                    API_VERSION,
-                    KIND,
-                    namespace,
-                    name,
-                    decision.desired,
-                    resource_version=(body.get("metadata") or {}).get("resourceVersion"),
-                )
-            except ApiError as error:
-                if error.status != 409:
-                    raise
-                # Someone (kubectl scale, an edit) changed the object since we read it:
+            if not await self._scale(body, decision.desired):
+                # Someone (kubectl scale, an edit) changed the spec since we read it:
                 # decide again next tick from what they wrote; remember nothing of this one.
-                self._logger.info("%s/%s: changed while deciding; next tick", namespace, name)
+                self._logger.info("%s/%s: spec changed while deciding; next tick", *key)
                 return None
             scaled = True
         self._histories[key] = decision.history
@@ -474,6 +466,31 @@ class Autoscalers:
         self._events(body, decision, written.old if written else status)
         self._record_metrics(namespace, name, decision, current)
         return decision
+
+    async def _scale(self, body: Mapping[str, Any], replicas: int) -> bool:
+        """PATCH the scale subresource under the resourceVersion the decision was made on.
+
+        A 409 whose cause left the spec as it was (a status write, kopf's annotations) is
+        retried on the fresh version; one that changed the spec (a `kubectl scale`, an edit:
+        a new generation) means the decision is stale: False, nothing written."""
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        generation = meta.get("generation")
+        version = meta.get("resourceVersion")
+        for _ in range(SCALE_ATTEMPTS):
+            try:
+                await self.kube.scale(
+                    API_VERSION, KIND, namespace, name, replicas, resource_version=version
+                )
+                return True
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+            fresh = await self.kube.get(API_VERSION, KIND, namespace, name)
+            if fresh is None or (fresh.get("metadata") or {}).get("generation") != generation:
+                return False
+            version = (fresh.get("metadata") or {}).get("resourceVersion")
+        return False
 
     def _parse_service(self, body: Mapping[str, Any]) -> Any:
         if self._parse is not None:
