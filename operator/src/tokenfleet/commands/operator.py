@@ -97,6 +97,13 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="rate() window of the autoscaler's queries: 4 scrapes of the PodMonitor's 15 s "
         "interval (default: %(default)s)",
     )
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="only for simulated fleets (tokenfleet sim --time-scale K, tokenfleet demo): the "
+        "autoscaler runs on simulated seconds, K per wall second (default: 1, real time)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     p.add_argument(
         "--log-level",
@@ -263,10 +270,16 @@ def run(args: Any) -> int:
     pipeline.render = functools.partial(render.all, images=images)
     policy = Policy(tuple(args.allow_image), tuple(args.allow_service_account))
     reconciler = Reconciler(KubeClient(credentials.current), metrics, pipeline, policy=policy)
+    if not args.time_scale > 0:
+        print(
+            f"error: --time-scale {args.time_scale}: must be > 0 (1 = real time)", file=sys.stderr
+        )
+        return 2
     options = Options(
         resync_seconds=args.resync_seconds,
         prometheus_url=args.prometheus_url,
         metrics_window_seconds=args.metrics_window_seconds,
+        time_scale=args.time_scale,
     )
     registry = build_registry(reconciler, credentials, options)
     if not args.standalone:

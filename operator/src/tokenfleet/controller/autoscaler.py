@@ -125,6 +125,9 @@ class AutoscalerOptions:
     """--prometheus-url: used when spec.autoscaling.prometheus.url is unset."""
     window_seconds: float = DEFAULT_WINDOW_SECONDS
     """rate() window of the signal queries (autoscale/signals.py says why 60 s)."""
+    time_scale: float = 1.0
+    """Simulated fleets only (controller/timescale.py): the loop sleeps intervalSeconds / this
+    many wall seconds. 1 in production."""
 
 
 def default_decide() -> Decide:
@@ -376,11 +379,11 @@ class Autoscalers:
                 return
             wake = self._waiting.get(key)
             if wake is None:
-                await asyncio.sleep(delay)
+                await asyncio.sleep(delay / self.options.time_scale)
                 continue
             wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), delay)
+                await asyncio.wait_for(wake.wait(), delay / self.options.time_scale)
 
     # --- one decision ------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ class Options:
     watch_server_timeout: float = 300.0
     prometheus_url: str | None = None  # --prometheus-url: the autoscaler's default source
     metrics_window_seconds: float = 60.0  # autoscale/signals.py DEFAULT_WINDOW_SECONDS
+    time_scale: float = 1.0  # --time-scale: simulated fleets only (controller/timescale.py)
 
 
 class Drift:
@@ -235,6 +236,22 @@ def configure_settings(settings: kopf.OperatorSettings, options: Options) -> Non
     settings.queueing.error_delays = (1, 2, 5, 10, 30, 60)
 
 
+def _autoscalers(kube: KubeClient, reconciler: Reconciler, options: Options) -> Autoscalers:
+    scaler_options = AutoscalerOptions(
+        prometheus_url=options.prometheus_url,
+        window_seconds=options.metrics_window_seconds,
+        time_scale=options.time_scale,
+    )
+    if options.time_scale == 1.0:
+        return Autoscalers(kube, reconciler.metrics, scaler_options)
+    from tokenfleet.controller.autoscaler import PrometheusSource
+    from tokenfleet.controller.timescale import ScaledSource, SimulatedClock
+
+    clock = SimulatedClock(options.time_scale)
+    source = ScaledSource(PrometheusSource(), clock)
+    return Autoscalers(kube, reconciler.metrics, scaler_options, source=source, clock=clock)
+
+
 def build_registry(
     reconciler: Reconciler,
     credentials: Credentials,
@@ -247,11 +264,7 @@ def build_registry(
     registry = kopf.OperatorRegistry()
     kube: KubeClient = reconciler.kube
     drift = drift or Drift(reconciler, options.resync_seconds, options.recheck_seconds)
-    scalers = autoscalers or Autoscalers(
-        kube,
-        reconciler.metrics,
-        AutoscalerOptions(options.prometheus_url, options.metrics_window_seconds),
-    )
+    scalers = autoscalers or _autoscalers(kube, reconciler, options)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
