@@ -23,7 +23,7 @@ $(STAMPS):
 $(STAMPS)/venv: pyproject.toml | $(STAMPS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,demo]'
 	touch $@
 venv: $(STAMPS)/venv
 
@@ -70,12 +70,11 @@ test: venv engines prometheus lint
 test-fast: venv
 	$(BIN)/pytest tests/unit
 
-# The main job on embedded defaults: size two deployments, then show exactly what the
-# operator would apply for the 8B example (no cluster needed).
-demo: venv
-	$(BIN)/tokenfleet plan --model meta-llama/Llama-3.1-8B --gpu l4 --max-model-len 8192 --concurrency 8
-	$(BIN)/tokenfleet plan --model meta-llama/Llama-3.1-405B --gpu h100-sxm --max-model-len 16384
-	$(BIN)/tokenfleet render -f examples/llama-3.1-8b-l4.yaml
+# The main job, on this machine alone: the real operator against an emulated Kubernetes API
+# (kmock), one `tokenfleet sim` per replica it asks for, a real Prometheus scraping them, and
+# a load step from the bench client; live view, then a summary and demo.png (under 5 min).
+demo: venv prometheus
+	$(BIN)/tokenfleet demo --plot demo.png
 
 # Benchmarks print their numbers (-s); none asserts on time. bench_*.py are the longer
 # ones that `make test` does not run.

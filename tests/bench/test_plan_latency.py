@@ -7,7 +7,8 @@ plan() predicts latency by running the scheduler core in virtual time (a closed 
 target concurrency, the saturation throughput and a short search for the goodput rate);
 those runs are cached on their inputs, so an operator re-planning an unchanged spec pays
 only the memory model. `cold` clears the caches before every call (a spec seen for the
-first time), `warm` does not (every later reconcile of it).
+first time: what an operator pays for a new LLMService, and what the 20 ms target is
+about), `warm` does not (every later reconcile of it).
 """
 
 import pytest

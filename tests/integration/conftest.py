@@ -17,10 +17,11 @@ from kmock import Server
 from kmock_cluster import Cluster
 from operator_harness import NAMESPACE, RunningOperator, StartOperator, kubeconfig_for
 
-from tokenfleet.controller.handlers import Credentials, Options, build_registry
+from tokenfleet.controller.autoscaler import AutoscalerOptions, Autoscalers
+from tokenfleet.controller.handlers import Credentials, Drift, Options, build_registry
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.metrics import Metrics
-from tokenfleet.controller.reconcile import Pipeline, Reconciler
+from tokenfleet.controller.reconcile import Pipeline, Policy, Reconciler
 
 
 @pytest.fixture
@@ -49,16 +50,36 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
         *,
         peering: str | None = None,
         priority: int = 0,
+        step_seconds: float | None = None,
+        policy: Policy | None = None,
+        autoscaler: dict[str, Any] | None = None,
         **options: Any,
     ) -> RunningOperator:
+        """`autoscaler`: keyword arguments of Autoscalers (source=, decide=, clock=) and
+        `url=`: the injected signals source and policy of the wiring tests."""
         credentials = Credentials()
         reconciler = Reconciler(
             KubeClient(credentials.current, discovery_ttl=0.5),
             Metrics(),
             pipeline or Pipeline.default(),
         )
-        registry = build_registry(reconciler, credentials, Options(**options))
+        if policy is not None:
+            reconciler.policy = policy
+        if step_seconds is not None:
+            reconciler.step_seconds = step_seconds
+        scalers = None
+        if autoscaler is not None:
+            extra = dict(autoscaler)
+            url = extra.pop("url", None)
+            scalers = Autoscalers(
+                reconciler.kube, reconciler.metrics, AutoscalerOptions(url), **extra
+            )
+        opts = Options(**options)
+        drift = Drift(reconciler, opts.resync_seconds, opts.recheck_seconds)
+        registry = build_registry(reconciler, credentials, opts, drift=drift, autoscalers=scalers)
         handle = RunningOperator(reconciler, registry, peering, priority)
+        handle.drift = drift
+        handle.autoscalers = scalers  # type: ignore[attr-defined]
         running.append(handle)
         await handle.start()
         return handle

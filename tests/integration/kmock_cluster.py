@@ -4,8 +4,12 @@ kmock 0.8 stores objects and streams watch events, but merges every write naivel
 subclass adds, in one place: uid / resourceVersion / generation / creationTimestamp,
 server-side apply (create-or-update, fields the manager stopped applying are removed, a
 no-op apply changes nothing and emits no event), status-subresource writes, garbage
-collection through ownerReferences (cascading delete), discovery of the CRDs, and
-injectable API errors (409 / 5xx / 422) for the next N matching writes.
+collection through ownerReferences (cascading delete), discovery of the CRDs, a
+resourceVersion precondition on patches (a stale `metadata.resourceVersion` in the body
+answers 409, as the apiserver's optimistic concurrency does), the `scale` subresource
+(autoscaling/v1 Scale over spec.replicas / status.replicas / status.selector, as a CRD's
+scale paths or a Deployment's), label-selector lists, and injectable API errors (409 / 5xx /
+422) for the next N matching writes.
 
 kmock stays the only emulated component; nothing here knows about tokenfleet.
 """
@@ -37,6 +41,7 @@ PODMONITORS = "monitoring.coreos.com/v1/podmonitors"
 # (group/version/plural, kind, has a status subresource)
 BUILTIN = (
     ("apps/v1/deployments", "Deployment", True),
+    ("v1/pods", "Pod", True),
     ("v1/services", "Service", True),
     ("v1/configmaps", "ConfigMap", False),
     ("v1/persistentvolumeclaims", "PersistentVolumeClaim", True),
@@ -52,6 +57,7 @@ OPTIONAL = {
     PEERINGS: ("ClusterKopfPeering", False),
 }
 VERBS = {"create", "delete", "get", "list", "patch", "update", "watch"}
+SCALABLE = {"deployments", "llmservices"}  # kinds with a scale subresource
 CLUSTER_SCOPED = {"namespaces", "clusterkopfpeerings"}
 
 
@@ -62,6 +68,8 @@ class Fault:
     status: int
     times: int
     message: str
+    dry_run: bool | None = None  # None: any request; True / False: only (non-)dry-runs
+    drop: bool = False  # close the connection without an answer instead
 
 
 @attrs.define(kw_only=True)
@@ -72,8 +80,14 @@ class Cluster(KubernetesEmulator):
     # a list's resourceVersion gets what happened in between (as the apiserver does).
     _log: dict[Any, list[tuple[int, dict[str, Any]]]] = attrs.field(factory=dict, init=False)
     _applied: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict, init=False)
+    conflicts: list[str] = attrs.field(factory=list, init=False)  # paths answered 409 (stale RV)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
     writes: list[tuple[str, str]] = attrs.field(factory=list, init=False)  # (method, path)
+    _gates: list[tuple[str, re.Pattern[str], asyncio.Event, bool | None]] = attrs.field(
+        factory=list, init=False
+    )
+    _watchers: set[asyncio.Task[Any]] = attrs.field(factory=set, init=False)
+    held: int = attrs.field(default=0, init=False)  # requests waiting on a hold() gate now
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -88,7 +102,8 @@ class Cluster(KubernetesEmulator):
             kind=kind,
             namespaced=plural not in CLUSTER_SCOPED,
             verbs=VERBS,
-            subresources={"status"} if status else set(),
+            subresources=({"status"} if status else set())
+            | ({"scale"} if plural in SCALABLE else set()),
         )
 
     def install(self, key: str) -> None:
@@ -97,10 +112,39 @@ class Cluster(KubernetesEmulator):
         self.declare(key, kind, status)
 
     def fail(
-        self, method: str, path: str, status: int, times: int = 1, message: str = "injected"
+        self,
+        method: str,
+        path: str,
+        status: int,
+        times: int = 1,
+        message: str = "injected",
+        *,
+        dry_run: bool | None = None,
+        drop: bool = False,
     ) -> None:
-        """The next `times` requests with this method and a path matching `path` fail."""
-        self._faults.append(Fault(method.upper(), re.compile(path), status, times, message))
+        """The next `times` requests with this method and a path matching `path` fail
+        (only dry-runs, or only real writes, when dry_run says so; drop: the connection
+        is closed without an answer, as by a load balancer)."""
+        fault = Fault(method.upper(), re.compile(path), status, times, message, dry_run, drop)
+        self._faults.append(fault)
+
+    def hold(self, method: str, path: str, *, dry_run: bool | None = None) -> asyncio.Event:
+        """Requests with this method and path (dry-runs or not, when dry_run says) wait,
+        unanswered, until the event is set."""
+        gate = asyncio.Event()
+        self._gates.append((method.upper(), re.compile(path), gate, dry_run))
+        return gate
+
+    def cut_watches(self) -> int:
+        """End every open watch stream now (an apiserver restart, a load balancer's idle
+        timeout); clients must resume from their last resourceVersion. Returns how many."""
+        tasks = [t for t in self._watchers if not t.done()]
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
+
+    def clear_faults(self) -> None:
+        self._faults.clear()
 
     def get(self, key: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         k = (resource(key), namespace, name)
@@ -125,12 +169,39 @@ class Cluster(KubernetesEmulator):
         if request.resource is None or request.action is None or not request.resource.plural:
             return await apps.RawHandler._handle(self, request)  # discovery, /version
         method, path = str(request.method.value).upper(), request.url.path
+        dry_run = request.params.get("dryRun") == "All"
+        for gate_method, gate_path, gate, gate_dry in self._gates:
+            if (
+                gate_method == method
+                and gate_path.search(path)
+                and gate_dry in (None, dry_run)
+                and not gate.is_set()
+            ):
+                self.held += 1
+                try:
+                    await gate.wait()
+                finally:
+                    self.held -= 1
         for fault in self._faults:
-            if fault.times > 0 and fault.method == method and fault.path.search(path):
+            if (
+                fault.times > 0
+                and fault.method == method
+                and fault.path.search(path)
+                and fault.dry_run in (None, dry_run)
+            ):
                 fault.times -= 1
+                if fault.drop:
+                    request._raw_request.transport.close()
+                    raise ConnectionResetError("injected: connection dropped")
                 return await self._render_error(
                     KubernetesError(status=fault.status, reason="Injected", message=fault.message)
                 )
+        if request.action in (action.CREATE, action.UPDATE) and isinstance(request.data, dict):
+            problem = validate_object(request.resource.plural, request.data)
+            if problem is not None:
+                return await self._render_error(KubernetesError(*problem))
+            if dry_run:  # validated, nothing stored, no event (dryRun=All)
+                return aiohttp.web.json_response(copy.deepcopy(request.data))
         # Served directly rather than through kmock's reaction DSL, whose matching looks at
         # the whole request history and turns quadratic over a 500-object benchmark.
         try:
@@ -139,7 +210,10 @@ class Cluster(KubernetesEmulator):
             if request.action == action.LIST:
                 return aiohttp.web.json_response(await self._serve_list(request))
             if request.action == action.FETCH:
-                return aiohttp.web.json_response(await self._serve_fetch(request))
+                found = await self._serve_fetch(request)
+                if request.subresource == "scale":
+                    found = _scale_of(found)
+                return aiohttp.web.json_response(found)
             async with self._lock:
                 events = self._mutate(request)
                 if events:
@@ -154,6 +228,8 @@ class Cluster(KubernetesEmulator):
                 payload = await self._serve_update(request)
             else:
                 payload = await self._serve_delete(request)
+            if request.subresource == "scale":
+                payload = _scale_of(payload)
             return aiohttp.web.json_response(payload, status=201 if method == "POST" else 200)
         except KubernetesError as error:
             return await self._render_error(error)
@@ -165,6 +241,9 @@ class Cluster(KubernetesEmulator):
         timeout = float(request.params.get("timeoutSeconds") or 0) or None
         bus = self._buses[request.resource]
         marker = None
+        task = asyncio.current_task()
+        if task is not None:
+            self._watchers.add(task)
         try:
             async with asyncio.timeout(timeout):
                 async with self._lock:
@@ -197,15 +276,20 @@ class Cluster(KubernetesEmulator):
         except (TimeoutError, ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
+            self._watchers.discard(task)  # type: ignore[arg-type]
             if marker is not None:
                 await bus.unmark(marker)
         return response
 
     async def _serve_list(self, request: Any) -> Any:
+        selector = _label_selector(request.params.get("labelSelector") or "")
         items = [
             obj.raw
             for (res, ns, _), obj in self.objects.items()
-            if res == request.resource and not obj.deleted and request.namespace in (None, ns)
+            if res == request.resource
+            and not obj.deleted
+            and request.namespace in (None, ns)
+            and selector.items() <= ((obj.raw.get("metadata") or {}).get("labels") or {}).items()
         ]
         return {"metadata": {"resourceVersion": str(self._last_rv)}, "items": items}
 
@@ -255,14 +339,34 @@ class Cluster(KubernetesEmulator):
         if request.action == action.DELETE:
             if not exists:
                 raise KubernetesError(404, "NotFound", f"{res.plural} {request.name!r} not found")
+            uid = ((data.get("preconditions") if isinstance(data, dict) else None) or {}).get("uid")
+            if uid and uid != self.objects[key].raw.get("metadata", {}).get("uid"):
+                raise KubernetesError(409, "Conflict", f"precondition failed: UID in {uid}")
             return self._delete(key)
         if APPLY in content_type:
             return self._apply(key, data, request.params.get("fieldManager", ""), exists)
         if not exists:
             raise KubernetesError(404, "NotFound", f"{res.plural} {request.name!r} not found")
         old = self.objects[key].raw
+        if isinstance(data, dict):
+            expected = (data.get("metadata") or {}).get("resourceVersion")
+            current = old.get("metadata", {}).get("resourceVersion")
+            if expected is not None and str(expected) != str(current):
+                self.conflicts.append(request.url.path)
+                raise KubernetesError(
+                    409,
+                    "Conflict",
+                    f"Operation cannot be fulfilled on {res.plural} {request.name!r}: the "
+                    "object has been modified; please apply your changes to the latest version "
+                    "and try again",
+                )
         if request.subresource == "status" and isinstance(data, dict):
             data = {"status": data.get("status")}
+        elif request.subresource == "scale" and isinstance(data, dict):
+            replicas = (data.get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or replicas < 0:
+                raise KubernetesError(422, "Invalid", f"spec.replicas: Invalid value: {replicas}")
+            data = {"spec": {"replicas": replicas}}
         try:  # a dict is a merge patch, a list is a JSON patch (kopf uses both)
             new = dict(dicts.patch_dict(copy.deepcopy(old), data))
         except jsonpatch.JsonPatchException as error:  # e.g. a failed "test" op
@@ -344,6 +448,51 @@ class Cluster(KubernetesEmulator):
         return key[0], {"type": kind, "object": copy.deepcopy(raw)}
 
 
+LABEL_NAME = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+QUANTITY = re.compile(
+    r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][0-9]+)?$"
+)
+
+
+def validate_object(plural: str, obj: dict[str, Any]) -> tuple[int, str, str] | None:
+    """The few apiserver validations the operator's inputs can trip (status, reason,
+    message naming the field, as the apiserver words them), and the 500 a duplicate env
+    name caused on a real apiserver's server-side apply."""
+    spec = obj.get("spec") or {}
+    templates = [("metadata", obj.get("metadata") or {})]
+    pod = (spec.get("template") or {}) if plural == "deployments" else {}
+    if pod:
+        templates.append(("spec.template.metadata", pod.get("metadata") or {}))
+    for where, meta in templates:
+        for key, value in (meta.get("labels") or {}).items():
+            name = key.rpartition("/")[2]
+            if not name or len(name) > 63 or not LABEL_NAME.match(name):
+                return 422, "Invalid", f"{where}.labels: Invalid value: {key!r}: name part"
+            if len(str(value)) > 63 or not LABEL_NAME.match(str(value)):
+                return 422, "Invalid", f"{where}.labels: Invalid value: {value!r}"
+    for i, container in enumerate((pod.get("spec") or {}).get("containers") or []):
+        field = f"spec.template.spec.containers[{i}]"
+        for kind, quantities in (container.get("resources") or {}).items():
+            for res, value in (quantities or {}).items():
+                if not QUANTITY.match(str(value)):
+                    return 422, "Invalid", f"{field}.resources.{kind}[{res}]: Invalid value"
+        names = [e.get("name") for e in container.get("env") or []]
+        if len(names) != len(set(names)):
+            return 500, "InternalError", "failed to create typed patch object: duplicate entries"
+    if plural == "persistentvolumeclaims":
+        size = str(((spec.get("resources") or {}).get("requests") or {}).get("storage", ""))
+        if not QUANTITY.match(size) or float(re.match(r"^[0-9.]*", size).group() or 0) <= 0:
+            field = "spec.resources.requests[storage]"
+            return 422, "Invalid", f"{field}: Invalid value: {size!r}: must be greater than zero"
+    return None
+
+
+def _label_selector(text: str) -> dict[str, str]:
+    """Equality-based label selectors (k=v,k2=v2), the form the operator sends."""
+    pairs = [part.split("=", 1) for part in text.split(",") if "=" in part]
+    return {k.strip().rstrip("="): v.strip() for k, v in pairs}
+
+
 def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
@@ -373,3 +522,25 @@ def _prune(current: dict[str, Any], before: dict[str, Any], now: dict[str, Any])
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """The autoscaling/v1 Scale view of an object (spec.replicas / status.replicas /
+    status.selector: the paths of the LLMService CRD's scale subresource)."""
+    meta = obj.get("metadata", {})
+    status = obj.get("status") or {}
+    selector = status.get("selector")
+    if not isinstance(selector, str):  # a Deployment: its spec.selector's matchLabels
+        labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
+        },
+        "spec": {"replicas": int((obj.get("spec") or {}).get("replicas") or 0)},
+        "status": {"replicas": int(status.get("replicas") or 0), "selector": selector},
+    }

@@ -42,6 +42,7 @@ class RunningOperator:
         self.priority = priority
         self.reconciler = reconciler
         self.metrics = reconciler.metrics
+        self.drift: Any = None  # the Drift of its registry, when the fixture passed one
         self.ready = threading.Event()
         self.stop_flag = threading.Event()
         self.error: BaseException | None = None
@@ -91,8 +92,9 @@ async def eventually(
         try:
             last = check()
         except (KeyError, TypeError, IndexError) as error:
-            last = error
-        if last:
-            return last
+            last = error  # not there yet (an exception is truthy: never a success)
+        else:
+            if last:
+                return last
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")

@@ -342,8 +342,9 @@ async def test_missing_config_map_is_degraded(
 async def test_conflict_and_server_errors_are_retried_until_applied(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
-    cluster.fail("PATCH", r"/deployments/llama-3-1-8b$", 409, times=1)
-    cluster.fail("PATCH", r"/services/llama-3-1-8b$", 500, times=1)
+    # On the writes themselves (not their dry-runs, which go out concurrently).
+    cluster.fail("PATCH", r"/deployments/llama-3-1-8b$", 409, times=1, dry_run=False)
+    cluster.fail("PATCH", r"/services/llama-3-1-8b$", 500, times=1, dry_run=False)
     operator = await start_operator()
     await create(cluster, example("llama-3.1-8b-l4.yaml"))
 

@@ -6,7 +6,11 @@ them). A verb the code calls that the Role lacks fails; so does a granted verb n
 
 The scenario touches every path that talks to the API: a Deployment with a model-cache PVC,
 a Service, a PDB and a PodMonitor; a LeaderWorkerSet; a ConfigMap read; status writes;
-kopf's annotations, events and peering; an edit of an owned object (drift -> re-apply).
+kopf's annotations, events and peering; an edit of an owned object (drift -> re-apply);
+an autoscaler scale-down (the scale subresource, pod-deletion-cost on the engine pods); a
+prune (the model-cache claim removed with retain false). Prune may delete any kind render
+produces (controller.ownership.RENDERED_KINDS): the delete grants are derived from that
+list, and the scenario shows the recorded deletes come from it.
 """
 
 from __future__ import annotations
@@ -17,9 +21,13 @@ from typing import Any
 
 import pytest
 import yaml
-from kmock_cluster import APPLY, LLMSERVICES, LWS, PEERINGS, PODMONITORS, Cluster
+from kmock_cluster import APPLY, LWS, PEERINGS, PODMONITORS, Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
-from test_operator import condition, create, example
+from test_autoscaler import URL, Source, StubPolicy
+from test_operator import PVCS, condition, create, example, llms
+
+from tokenfleet.controller.kube import PLURALS
+from tokenfleet.controller.ownership import RENDERED_KINDS
 
 RULES = Path(__file__).resolve().parents[2] / "charts" / "tokenfleet" / "files" / "rbac-rules.yaml"
 OPERATOR_TOKEN = (
@@ -90,7 +98,15 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
         {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": "tf"}},
         "/apis/kopf.dev/v1/clusterkopfpeerings",
     )
-    await start_operator(peering="tf", priority=100)
+    # Every autoscaled LLMService is asked down to 1 replica (the signals are injected).
+    autoscaler = {"source": Source(load={"engine-0": 3.0}), "decide": StubPolicy(1), "url": URL}
+    await start_operator(peering="tf", priority=100, autoscaler=autoscaler)
+    await create(
+        cluster,
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "engine-0", "labels": {"tokenfleet.dev/llmservice": "llama-3-1-8b"}}},
+        f"/api/v1/namespaces/{NAMESPACE}/pods",
+    )  # fmt: skip
     config_map = example("qwen2.5-7b-configmap.yaml", kind="ConfigMap")
     await create(cluster, config_map, f"/api/v1/namespaces/{NAMESPACE}/configmaps")
     names = []
@@ -100,6 +116,9 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
         "qwen2.5-7b-configmap.yaml",
     ):
         body = example(file)
+        if file == "llama-3.1-8b-l4.yaml":
+            body["spec"]["replicas"] = 2  # the autoscaler scales it down
+            body["spec"]["autoscaling"]["intervalSeconds"] = 5
         names.append(body["metadata"]["name"])
         await create(cluster, body)
     for name in names:
@@ -114,12 +133,35 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
         headers={"Content-Type": "application/merge-patch+json"},
     )  # fmt: skip
     assert response.status < 300
+    # Prune: the claim opted out of retention, then storage removed -> the claim is deleted.
+    llms_path = f"/apis/tokenfleet.dev/v1alpha1/namespaces/{NAMESPACE}/llmservices/llama-3-1-8b"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    storage = {"spec": {"storage": {"size": "50Gi", "retain": False}}}
+    assert (await cluster.patch(llms_path, json=storage, headers=merge)).status < 300
+
+    def retain_off() -> bool:
+        found = cluster.get(PVCS, NAMESPACE, "llama-3-1-8b-model-cache") or {}
+        annotations = found.get("metadata", {}).get("annotations", {})
+        return bool(annotations.get("tokenfleet.dev/retain") == "false")
+
+    await eventually(retain_off, what="the claim's retain policy")
+    removed = {"spec": {"storage": None}}
+    assert (await cluster.patch(llms_path, json=removed, headers=merge)).status < 300
+    await eventually(lambda: ("", "persistentvolumeclaims", "delete") in recorded, what="prune")
+    prunable = {(api.rpartition("/")[0], PLURALS[kind], "delete") for api, kind in RENDERED_KINDS}
+    deletes = {grant for grant in recorded if grant[2] == "delete"}
+    assert deletes <= prunable, f"deletes outside what prune may touch: {deletes - prunable}"
+    recorded |= prunable
     grants = chart_grants()
     # kopf's own writes (annotations, events) follow our handler: wait for them; a verb
     # never used times out here and is named by the assertion below.
     with contextlib.suppress(AssertionError):
         await eventually(lambda: grants <= recorded, what="every granted verb used")
-    assert cluster.get(LLMSERVICES, NAMESPACE, "llama-3-1-8b")
+    # Scaled down. A spec edit above may have won over one decision (the scale patch carries
+    # the resourceVersion it read): the next tick decides again.
+    await eventually(
+        lambda: llms(cluster, "llama-3-1-8b")["spec"]["replicas"] == 1, what="the scale-down"
+    )
 
     used = set(recorded)
     missing = sorted(used - grants)

@@ -75,6 +75,14 @@ class Prometheus:
         tmp.write_text(json.dumps(groups))
         tmp.replace(self.targets_file)  # atomic: Prometheus never reads half a file
 
+    def set_target_groups(self, groups: list[tuple[list[str], dict[str, str]]]) -> None:
+        """Several file_sd groups, each with its own target labels, e.g. one group per
+        simulated pod with the labels a PodMonitor would add (llmservice, namespace, pod)."""
+        payload = [{"targets": t, "labels": labels} for t, labels in groups if t]
+        tmp = self.targets_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload))
+        tmp.replace(self.targets_file)
+
     def active_targets(self) -> list[dict[str, Any]]:
         data = self._get("/api/v1/targets", {"state": "active"})
         return list(data["activeTargets"])

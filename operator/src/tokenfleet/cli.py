@@ -27,6 +27,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "autoscale_sim",
         "replay a trace against a modelled fleet: our autoscaler vs KEDA, HPA, static, oracle",
     ),
+    "demo": (
+        "demo",
+        "run the operator, Prometheus and simulated replicas locally under a load step",
+    ),
 }
 
 

@@ -88,7 +88,42 @@ def test_config_with_a_bad_value_names_it():
     config = {"hidden_size": 4096, "num_hidden_layers": -1, "num_attention_heads": 32,
               "vocab_size": 32000, "intermediate_size": 11008,
               "max_position_embeddings": 4096}  # fmt: skip
-    with pytest.raises(PlanError, match=r"num_hidden_layers.*positive integer"):
+    with pytest.raises(PlanError, match=r"num_hidden_layers.*integer from 1 to 1024"):
+        architecture_from_config(config, "my-model")
+
+
+GOOD = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "vocab_size": 32000, "intermediate_size": 11008,
+        "max_position_embeddings": 4096}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("num_hidden_layers", 100_000_000, "integer from 1 to 1024"),  # hung the event loop
+        ("num_hidden_layers", 10**12, "integer from 1 to 1024"),  # killed it for memory
+        ("num_hidden_layers", 32.5, "integer from 1"),
+        ("hidden_size", True, "integer from 1"),
+        ("head_dim", "x", "integer from 0"),  # raised a bare ValueError before
+        ("num_key_value_heads", -8, "integer from 0"),  # negative heads planned
+        ("num_key_value_heads", 64, "more than num_attention_heads"),
+        ("vocab_size", 10**9, "integer from 1 to 4194304"),
+        ("max_position_embeddings", 10**15, "integer from 0"),
+        ("num_local_experts", 10**6, "integer from 0 to 8192"),
+        ("sliding_window", "big", "integer from 0"),
+        ("kv_lora_rank", -1, "integer from 0"),
+        ("quantization_config", "fp8", "must be an object"),
+    ],
+)
+def test_config_values_out_of_bounds_are_refused_by_name(key, value, message):
+    with pytest.raises(PlanError, match=message) as err:
+        architecture_from_config({**GOOD, key: value}, "my-model")
+    assert f"'{key}'" in str(err.value)
+
+
+def test_config_with_more_active_experts_than_experts_is_refused():
+    config = {**GOOD, "num_local_experts": 8, "num_experts_per_tok": 9}
+    with pytest.raises(PlanError, match=r"num_experts_per_tok.*more than the 8 experts"):
         architecture_from_config(config, "my-model")
 
 
@@ -99,3 +134,18 @@ def test_config_path_errors(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(PlanError, match="not valid JSON"):
         load_model(str(bad))
+
+
+@pytest.mark.parametrize(
+    ("extra", "pp"),
+    [({}, 1), ({}, 3), ({"sliding_window": 1024, "sliding_window_pattern": 6}, 4),
+     ({"sliding_window": 512}, 2)],
+)  # fmt: skip
+def test_stage_layers_split_every_layer_once(extra, pp):
+    from tokenfleet.capacity.kv import stage_layers
+
+    arch = architecture_from_config({**GOOD, "num_hidden_layers": 62, **extra}, "m")
+    stages = stage_layers(arch, pp)
+    assert sum(full + sliding for full, sliding in stages) == 62
+    assert sum(sliding for _, sliding in stages) == arch.num_sliding_layers
+    assert [f + s for f, s in stages] == sorted(f + s for f, s in stages)  # remainder last

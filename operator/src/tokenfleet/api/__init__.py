@@ -16,7 +16,8 @@ Public names:
 - GpuSpec, Toleration. AutoscalingSpec, PrometheusSpec.
 - StorageSpec, ResourcesSpec, ResourceList, PodTemplateSpec, RolloutSpec.
 - LLMServiceStatus (.set_condition(type, status, reason, message, observed_generation)),
-  Condition, PlanStatus (.from_plan(plan, engine_args)), Prediction, AutoscalingStatus, Signals.
+  Condition, PlanStatus (.from_plan(plan, engine_args)), Prediction, AutoscalingStatus,
+  CapacityStatus, Signals.
 - parse_llmservice(body) -> LLMService; raises SpecError (a PlanError: .field, .value,
   .problem, .fix; str() is one line).
 - to_plan_request(service, config=None) -> capacity.PlanRequest; raises PlanError.
@@ -62,6 +63,7 @@ from tokenfleet.api.spec import (
 )
 from tokenfleet.api.status import (
     AutoscalingStatus,
+    CapacityStatus,
     Condition,
     LLMServiceStatus,
     PlanStatus,
@@ -81,6 +83,7 @@ __all__ = [
     "VERSION",
     "AutoscalingSpec",
     "AutoscalingStatus",
+    "CapacityStatus",
     "Condition",
     "ConfigMapKeyRef",
     "EngineSpec",

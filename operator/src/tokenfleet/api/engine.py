@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from tokenfleet.api.base import FREE_FORM, Rule, SpecModel, cel_rules, check
 
@@ -17,6 +17,65 @@ def default_image(kind: str, version: str) -> str:
     from tokenfleet.engines.images import engine_image  # engines imports api's neighbours
 
     return engine_image(kind, version, "nvidia")
+
+
+# Flags the operator sets itself, with the spec field that sets them. Passing one in
+# engine.args would make the pod disagree with its plan (a TP size the GPUs were not
+# sized for, a port the probes and the Service do not use), so it is refused.
+OPERATOR_FLAGS: dict[str, str] = {
+    **dict.fromkeys(("--port", "--host"), "remove it: the Service and probes use the engine's"),
+    **dict.fromkeys(
+        ("--tensor-parallel-size", "--tp-size", "--tp", "-tp"), "set spec.gpu.tensorParallelSize"
+    ),
+    **dict.fromkeys(
+        ("--pipeline-parallel-size", "--pp-size", "--pp", "-pp"),
+        "set spec.gpu.pipelineParallelSize",
+    ),
+    **dict.fromkeys(("--max-model-len", "--context-length"), "set spec.workload.maxModelLen"),
+    **dict.fromkeys(
+        ("--gpu-memory-utilization", "--mem-fraction-static"), "set spec.engine.memoryFraction"
+    ),
+    **dict.fromkeys(("--max-num-seqs", "--max-running-requests"), "set spec.engine.maxNumSeqs"),
+    **dict.fromkeys(
+        ("--max-num-batched-tokens", "--chunked-prefill-size"),
+        "set spec.engine.maxNumBatchedTokens",
+    ),
+    "--kv-cache-dtype": "set spec.engine.kvCacheDtype",
+    "--dtype": "set spec.model.dtype",
+    **dict.fromkeys(("--quantization", "-q"), "set spec.model.quantization"),
+    "--served-model-name": "set spec.model.servedName",
+    **dict.fromkeys(("--model", "--model-path"), "set spec.model.id or spec.model.source"),
+    **dict.fromkeys(
+        ("--enable-prefix-caching", "--no-enable-prefix-caching", "--disable-radix-cache"),
+        "set spec.engine.prefixCaching",
+    ),
+    "--speculative-config": "set spec.engine.speculative",
+    **dict.fromkeys(
+        (
+            "--nnodes",
+            "--node-rank",
+            "--master-addr",
+            "--master-port",
+            "--dist-init-addr",
+            "--headless",
+            "--distributed-executor-backend",
+        ),
+        "remove it: the operator sets it for multi-node replicas",
+    ),
+}
+
+
+def operator_flag(arg: str) -> str | None:
+    """The operator flag `arg` names (--max_model_len=8 -> --max-model-len), if any."""
+    flag = arg.split("=", 1)[0]
+    if flag.startswith("--"):
+        flag = "--" + flag[2:].replace("_", "-")
+    return flag if flag in OPERATOR_FLAGS else None
+
+
+def image_has_tag(image: str) -> bool:
+    """registry:5000/org/name:tag or name@sha256:...: the part after the last '/' decides."""
+    return "@" in image or ":" in image.rsplit("/", 1)[-1]
 
 
 VALUE_OR_FROM = Rule(
@@ -56,8 +115,15 @@ class EngineSpec(SpecModel):
     default: the planner's newest profile for kind. Set it when you set image."""
     args: list[str] = Field(default_factory=list, max_length=128)
     """Extra command-line arguments appended after the planned ones (they win)."""
-    env: list[EnvVar] = Field(default_factory=list, max_length=128)
-    """Extra environment variables of the engine container."""
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=128,
+        # A map keyed by name, as in a Pod: server-side apply merges it by name, and the
+        # API server refuses duplicate names at `kubectl apply` (a real one answered 500
+        # to the Deployment that carried them).
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Extra environment variables of the engine container (names unique)."""
     prefix_caching: bool = True
     """Automatic prefix caching (reuse of KV blocks across requests with a common prefix)."""
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
@@ -71,6 +137,38 @@ class EngineSpec(SpecModel):
     speculative: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
     """Speculative decoding config, passed through to the engine
     (vLLM --speculative-config JSON; SGLang --speculative-* flags)."""
+
+    @field_validator("args")
+    @classmethod
+    def _no_operator_flags(cls, args: list[str]) -> list[str]:
+        for arg in args:
+            flag = operator_flag(arg)
+            if flag is not None:
+                raise ValueError(
+                    f"{arg!r} overrides a flag the operator sets from the spec and its plan; "
+                    f"{OPERATOR_FLAGS[flag]}"
+                )
+        return args
+
+    @field_validator("image")
+    @classmethod
+    def _tagged(cls, image: str | None) -> str | None:
+        if image is not None and not image_has_tag(image):
+            raise ValueError(
+                f"{image!r} has no tag, so every node may pull a different engine build than "
+                "the one planned for; pin a tag (e.g. vllm/vllm-openai:v0.11.0) or a digest "
+                "and set spec.engine.version to match"
+            )
+        return image
+
+    @field_validator("env")
+    @classmethod
+    def _unique_env(cls, env: list[EnvVar]) -> list[EnvVar]:
+        names = [e.name for e in env]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"duplicate env names {twice}; keep one entry per name")
+        return env
 
     def image_for(self, version: str) -> str:
         """The image to run, given the engine version the plan was made for."""

@@ -8,6 +8,7 @@ from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, model_va
 from pydantic_core import PydanticCustomError
 
 from tokenfleet.api.base import FREE_FORM, Rule, SpecModel, cel_rules, check
+from tokenfleet.api.kubevalues import Labels, check_affinity
 
 # The GPU ids of the capacity catalog (tokenfleet.capacity.gpus.GPUS); a unit test keeps
 # the two equal, so a GPU added there must be added here (and in the CRD) too.
@@ -94,11 +95,13 @@ class GpuSpec(SpecModel):
     resource_name: str | None = Field(default=None, max_length=253)
     """Extended resource to request. Default: the catalog's, nvidia.com/gpu (amd.com/gpu on
     mi300x)."""
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_selector: Labels = Field(default_factory=dict)
     """Extra node labels the pods require, added to the GPU product label."""
     tolerations: list[Toleration] = Field(default_factory=list, max_length=64)
     """Tolerations of the engine pods."""
-    affinity: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    affinity: Annotated[dict[str, Any] | None, AfterValidator(check_affinity)] = Field(
+        default=None, json_schema_extra=FREE_FORM
+    )
     """A Kubernetes Affinity, passed through to the pods."""
     price_per_hour: float | None = Field(default=None, ge=0)
     """Price of one GPU-hour (for cost estimates). Default: the catalog's list price."""

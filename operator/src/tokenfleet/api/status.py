@@ -91,27 +91,52 @@ class PlanStatus(StatusModel):
 
 
 class Signals(StatusModel):
-    """The metrics the last autoscaling decision saw (absent: no data)."""
+    """The metrics the last autoscaling decision saw (absent: no data, e.g. 0/0 at zero load)."""
 
     ttft_seconds: float | None = None
     """TTFT at slo.quantile."""
-    attainment: float | None = None
-    """Fraction of requests within the TTFT SLO."""
-    goodput: float | None = None
-    """Requests per second within the SLO."""
-    request_rate: float | None = None
-    queue: float | None = None
-    """Requests waiting, summed over replicas."""
-    kv_usage: float | None = None
+    ttft_attainment: float | None = Field(default=None, ge=0, le=1)
+    """Fraction of requests within the TTFT SLO (rounded down to a histogram bucket)."""
+    tpot_attainment: float | None = Field(default=None, ge=0, le=1)
+    """Fraction of requests (or tokens, engines without a per-request TPOT histogram)
+    within the TPOT SLO."""
+    goodput: float | None = Field(default=None, ge=0)
+    """Requests per second within both SLOs (lower bound of the joint attainment x rate)."""
+    request_rate: float | None = Field(default=None, ge=0)
+    """Finished requests per second, whole LLMService."""
+    running_per_replica: float | None = Field(default=None, ge=0)
+    waiting_per_replica: float | None = Field(default=None, ge=0)
+    kv_usage: float | None = Field(default=None, ge=0)
     """KV cache usage 0-1, mean over replicas."""
+    reporting_replicas: int | None = Field(default=None, ge=0)
+    """Replicas whose engine metrics are fresh in Prometheus."""
+
+
+class CapacityStatus(StatusModel):
+    """Requests per second one replica serves within the SLO."""
+
+    predicted: float | None = Field(default=None, ge=0)
+    """From the capacity model (status.plan.predicted.goodputRequestsPerSecond)."""
+    observed: float | None = Field(default=None, ge=0)
+    """Learnt online from Prometheus (absent until there is evidence)."""
 
 
 class AutoscalingStatus(StatusModel):
+    """The last decision of the autoscaler (written by it alone)."""
+
     desired_replicas: int | None = Field(default=None, ge=0)
     last_decision_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    last_scale_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When the autoscaler last changed spec.replicas."""
     reason: str | None = None
     """One line: why the last decision (scale up, hold, scale down)."""
+    driver: str | None = None
+    """The signal that decided (ttft, goodput, feedforward, queue, bounds, hold...)."""
+    held: str | None = None
+    """Why the last decision held (PrometheusDown, NoData, StaleData, PartialData,
+    ReplicasStarting, Cooldown, Stabilizing); absent when it did not."""
     signals: Signals | None = None
+    capacity: CapacityStatus | None = None
 
 
 class LLMServiceStatus(StatusModel):
@@ -131,6 +156,9 @@ class LLMServiceStatus(StatusModel):
     plan: PlanStatus | None = None
     endpoint: str | None = None
     """In-cluster OpenAI base URL (http://NAME.NAMESPACE.svc:PORT/v1)."""
+    retained_claims: list[str] = Field(default_factory=list)
+    """Model-cache PVCs kept (spec.storage.retain) after spec.storage was removed; delete
+    them by hand when the cached weights are no longer wanted."""
     autoscaling: AutoscalingStatus | None = None
     latest_ttft_ms: float | None = None
     """Latest observed TTFT at slo.quantile, milliseconds."""

@@ -109,6 +109,13 @@ class ModelArch:
     def num_sliding_layers(self) -> int:
         return sum(self.sliding_layers)
 
+    def sliding_between(self, start: int, stop: int) -> int:
+        """Sliding-window layers among layers [start, stop): per pipeline stage, with no
+        per-layer list when no layer slides (a dense model's stages are pure arithmetic)."""
+        if not self.sliding_layers:
+            return 0
+        return sum(self.sliding_layers[start:stop])
+
     @property
     def num_full_layers(self) -> int:
         return self.layers - self.num_sliding_layers
@@ -134,21 +141,76 @@ def _get(cfg: Mapping[str, Any], key: str, source: str) -> Any:
     return cfg[key]
 
 
-def _positive_int(cfg: Mapping[str, Any], key: str, source: str) -> int:
-    value = _get(cfg, key, source)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+# Sane upper bounds of config.json values: ~8-16x the largest published model, so every real
+# checkpoint passes and a hostile one (num_hidden_layers: 1e12) is refused before any
+# arithmetic or allocation scales with it. Largest known values, for reference: 126 layers
+# (Llama 3.1 405B), hidden 16384 and 128 heads (405B), head_dim 256 (Gemma), vocab 262144
+# (Gemma 3), intermediate 53248 (405B), context 10M (Llama 4 Scout), 384 experts (Kimi K2),
+# MLA ranks 1536 (DeepSeek V3), vision towers of 48 layers at hidden 1664.
+BOUNDS: dict[str, int] = {
+    "num_hidden_layers": 1024,
+    "hidden_size": 131072,
+    "num_attention_heads": 2048,
+    "num_key_value_heads": 2048,
+    "head_dim": 4096,
+    "vocab_size": 4194304,
+    "intermediate_size": 1048576,
+    "moe_intermediate_size": 1048576,
+    "max_position_embeddings": 134217728,
+    "max_sequence_length": 134217728,
+    "num_local_experts": 8192,
+    "num_experts": 8192,
+    "n_routed_experts": 8192,
+    "num_experts_per_tok": 8192,
+    "experts_per_token": 8192,
+    "n_shared_experts": 64,
+    "first_k_dense_replace": 1024,
+    "kv_lora_rank": 65536,
+    "q_lora_rank": 65536,
+    "qk_rope_head_dim": 4096,
+    "qk_nope_head_dim": 4096,
+    "v_head_dim": 4096,
+    "sliding_window": 134217728,
+    "sliding_window_pattern": 1024,
+    "patch_size": 1024,
+    "image_size": 65536,
+    "num_channels": 64,
+}
+
+
+def _bounded(value: Any, key: str, source: str, minimum: int) -> int:
+    """An integer config value within [minimum, BOUNDS[key]], else a PlanError naming it."""
+    maximum = BOUNDS.get(key, 2**31)
+    # JSON has no int/float split for whole numbers written as 32.0; accept those.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
         raise PlanError(
             f"{source}: config key '{key}'",
             value,
-            "must be a positive integer",
-            "fix the config.json value",
+            f"must be an integer from {minimum} to {maximum}",
+            "fix the config.json value (copy it from the model's Hugging Face repo)",
         )
     return value
 
 
-def _sliding_layout(cfg: Mapping[str, Any], layers: int) -> tuple[int, tuple[bool, ...]]:
+def _positive_int(cfg: Mapping[str, Any], key: str, source: str) -> int:
+    return _bounded(_get(cfg, key, source), key, source, 1)
+
+
+def _optional_int(cfg: Mapping[str, Any], key: str, source: str, default: int = 0) -> int:
+    """A key that may be absent or null (-> default); when present it must be in bounds."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    return _bounded(value, key, source, 0)
+
+
+def _sliding_layout(
+    cfg: Mapping[str, Any], layers: int, source: str
+) -> tuple[int, tuple[bool, ...]]:
     """Which layers use a sliding window, from the several ways configs say it."""
-    window = cfg.get("sliding_window") or 0
+    window = _optional_int(cfg, "sliding_window", source)
     if cfg.get("use_sliding_window") is False:  # Qwen2 ships a window it does not use.
         return 0, ()
     if not window:
@@ -156,26 +218,27 @@ def _sliding_layout(cfg: Mapping[str, Any], layers: int) -> tuple[int, tuple[boo
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and len(layer_types) == layers:
         return int(window), tuple(t == "sliding_attention" for t in layer_types)
-    pattern = cfg.get("sliding_window_pattern")
-    if isinstance(pattern, int) and pattern > 1:
+    pattern = _optional_int(cfg, "sliding_window_pattern", source)
+    if pattern > 1:
         # Gemma 3: every `pattern`-th layer is global, the rest are local.
         return int(window), tuple((i + 1) % pattern != 0 for i in range(layers))
-    if isinstance(window, int) and window >= int(cfg.get("max_position_embeddings") or 0) > 0:
+    if window >= _optional_int(cfg, "max_position_embeddings", source) > 0:
         return 0, ()  # a window as long as the context is no window at all
     return int(window), tuple(True for _ in range(layers))  # Mistral v0.1: every layer
 
 
-def _vision_params(cfg: Mapping[str, Any], text_hidden: int) -> int:
+def _vision_params(cfg: Mapping[str, Any], text_hidden: int, source: str) -> int:
     """A ViT-style vision tower (SigLIP in Gemma 3) plus its projector, from vision_config."""
     vision = cfg.get("vision_config")
     if not isinstance(vision, Mapping):
         return 0
-    hidden = int(vision.get("hidden_size", 0))
-    inter = int(vision.get("intermediate_size", 0))
-    layers = int(vision.get("num_hidden_layers", 0))
-    patch = int(vision.get("patch_size", 14))
-    image = int(vision.get("image_size", 224))
-    channels = int(vision.get("num_channels", 3))
+    src = f"{source}: vision_config"
+    hidden = _optional_int(vision, "hidden_size", src)
+    inter = _optional_int(vision, "intermediate_size", src)
+    layers = _optional_int(vision, "num_hidden_layers", src)
+    patch = _optional_int(vision, "patch_size", src, 14)  # SigLIP / CLIP ViT-L/14 defaults
+    image = _optional_int(vision, "image_size", src, 224)
+    channels = _optional_int(vision, "num_channels", src, 3)
     per_layer = 4 * hidden * hidden + 4 * hidden + 2 * hidden * inter + hidden + inter + 4 * hidden
     patches = (image // patch) ** 2 if patch else 0
     embed = patch * patch * channels * hidden + hidden + patches * hidden
@@ -198,50 +261,77 @@ def parse_config(config: Mapping[str, Any], name: str, source: str | None = None
     layers = _positive_int(cfg, "num_hidden_layers", src)
     hidden = _positive_int(cfg, "hidden_size", src)
     heads = _positive_int(cfg, "num_attention_heads", src)
-    kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    kv_heads = _optional_int(cfg, "num_key_value_heads", src) or heads
+    if kv_heads > heads:
+        raise PlanError(
+            f"{src}: config key 'num_key_value_heads'",
+            kv_heads,
+            f"is more than num_attention_heads ({heads})",
+            "fix the config.json value (KV heads are shared by groups of query heads)",
+        )
+    head_dim = _optional_int(cfg, "head_dim", src) or max(hidden // heads, 1)
     vocab = _positive_int(cfg, "vocab_size", src)
     intermediate = _positive_int(cfg, "intermediate_size", src)
-    max_context = int(
-        cfg.get("max_position_embeddings") or cfg.get("max_sequence_length") or 0
-    ) or _positive_int(cfg, "max_position_embeddings", src)
+    max_context = (
+        _optional_int(cfg, "max_position_embeddings", src)
+        or _optional_int(cfg, "max_sequence_length", src)
+        or _positive_int(cfg, "max_position_embeddings", src)
+    )
 
     attention = Attention(
         heads=heads,
         kv_heads=kv_heads,
         head_dim=head_dim,
-        kv_lora_rank=int(cfg.get("kv_lora_rank") or 0),
-        q_lora_rank=int(cfg.get("q_lora_rank") or 0),
-        qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
-        qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 0),
-        v_head_dim=int(cfg.get("v_head_dim") or 0),
+        kv_lora_rank=_optional_int(cfg, "kv_lora_rank", src),
+        q_lora_rank=_optional_int(cfg, "q_lora_rank", src),
+        qk_rope_head_dim=_optional_int(cfg, "qk_rope_head_dim", src),
+        qk_nope_head_dim=_optional_int(cfg, "qk_nope_head_dim", src),
+        v_head_dim=_optional_int(cfg, "v_head_dim", src),
     )
     if attention.is_mla and not attention.qk_rope_head_dim:
         _get(cfg, "qk_rope_head_dim", src)
 
-    experts = int(
-        cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0
+    experts = (
+        _optional_int(cfg, "num_local_experts", src)
+        or _optional_int(cfg, "num_experts", src)
+        or _optional_int(cfg, "n_routed_experts", src)
     )
     moe = None
     if experts > 1:
-        top_k = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
+        top_k = _optional_int(cfg, "num_experts_per_tok", src) or _optional_int(
+            cfg, "experts_per_token", src
+        )
         if top_k <= 0:
             _get(cfg, "num_experts_per_tok", src)
+        if top_k > experts:
+            raise PlanError(
+                f"{src}: config key 'num_experts_per_tok'",
+                top_k,
+                f"is more than the {experts} experts",
+                "fix the config.json value",
+            )
         moe = MoE(
             experts=experts,
             experts_per_token=top_k,
-            expert_intermediate=int(cfg.get("moe_intermediate_size") or intermediate),
-            shared_experts=int(cfg.get("n_shared_experts") or 0),
-            first_dense_layers=int(cfg.get("first_k_dense_replace") or 0),
+            expert_intermediate=_optional_int(cfg, "moe_intermediate_size", src) or intermediate,
+            shared_experts=_optional_int(cfg, "n_shared_experts", src),
+            first_dense_layers=min(_optional_int(cfg, "first_k_dense_replace", src), layers),
         )
 
-    window, sliding = _sliding_layout(cfg, layers)
+    window, sliding = _sliding_layout(cfg, layers, src)
     tied_default = any(model_type.startswith(p) for p in _TIED_BY_DEFAULT)
     tied = bool(outer.get("tie_word_embeddings", cfg.get("tie_word_embeddings", tied_default)))
     qkv_bias = bool(cfg.get("attention_bias", False)) or any(
         model_type == p for p in _QKV_BIAS_BY_DEFAULT
     )
     quant = outer.get("quantization_config") or cfg.get("quantization_config") or {}
+    if not isinstance(quant, Mapping):
+        raise PlanError(
+            f"{src}: config key 'quantization_config'",
+            type(quant).__name__,
+            "must be an object",
+            "copy it verbatim from the checkpoint's config.json",
+        )
     return ModelArch(
         name=name,
         model_type=model_type,
@@ -258,7 +348,7 @@ def parse_config(config: Mapping[str, Any], name: str, source: str | None = None
         sliding_layers=sliding,
         quantization_config=dict(quant),
         torch_dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"),
-        vision_params=_vision_params(outer, hidden),
+        vision_params=_vision_params(outer, hidden, src),
     )
 
 

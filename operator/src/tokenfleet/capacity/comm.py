@@ -85,8 +85,18 @@ class Comm:
         )
         return (self.pp - 1) * hop
 
+    def __post_init__(self) -> None:
+        # Both terms are affine in tokens: fixed + per_token x tokens for tokens > 0. Kept
+        # as two numbers so step_seconds (thousands of calls per plan()) pays one multiply.
+        fixed = self.tp_seconds(1) + self.pp_seconds(1)
+        per_token = self.tp_seconds(2) + self.pp_seconds(2) - fixed
+        object.__setattr__(self, "_fixed", fixed - per_token)
+        object.__setattr__(self, "_per_token", per_token)
+
     def seconds(self, tokens: int) -> float:
-        return self.tp_seconds(tokens) + self.pp_seconds(tokens)
+        if tokens <= 0:
+            return 0.0
+        return self._fixed + self._per_token * tokens  # type: ignore[attr-defined,no-any-return]
 
 
 def comm_for(gpu: GPU, tp: int, pp: int, per_node: int, hidden: int, layers: int) -> Comm:

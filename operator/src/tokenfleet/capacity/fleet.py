@@ -32,6 +32,7 @@ def _at_rate(p: Plan, rate: float) -> LoadStats:
         p.max_num_batched_tokens,
         p.max_model_len,
         block_size=1 if p.engine == "sglang" else 16,
+        mixed_prefill=p.engine != "sglang",
     )
     e2e_s = (p.predicted.ttft_ms + p.predicted.tpot_ms * req.output_tokens) / 1e3
     slo = (req.ttft_slo_ms / 1e3, req.tpot_slo_ms / 1e3)

@@ -47,11 +47,10 @@ def stage_layers(arch: ModelArch, pp: int) -> list[tuple[int, int]]:
     """(full_layers, sliding_layers) per pipeline stage, split as vLLM splits them."""
     base, extra = divmod(arch.layers, pp)
     stages, start = [], 0
-    sliding = arch.sliding_layers or tuple(False for _ in range(arch.layers))
     for s in range(pp):
         count = base + (1 if s >= pp - extra else 0)  # vLLM gives remainders to the last stages
-        chunk = sliding[start : start + count]
-        stages.append((count - sum(chunk), sum(chunk)))
+        sliding = arch.sliding_between(start, start + count)
+        stages.append((count - sliding, sliding))
         start += count
     return stages
 

@@ -28,7 +28,8 @@ from tokenfleet.capacity.types import Prediction
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
 from tokenfleet.scheduling.virtual import LoadStats, closed_loop, open_loop
 
-# Running requests simulated individually (cost grows with its square). Lockstep groups
+# Running requests simulated individually (a run costs about linearly in it with the lazy
+# scheduler: arrivals, prefills and finishes are the events). Lockstep groups
 # prefill together, which stretches TTFT by up to w prefills: keep w = 1 at common loads.
 MAX_SIMULATED = 64
 CLOSED_MEASURED = 32  # requests counted after one warm-up wave (a steady closed loop)
@@ -36,6 +37,10 @@ OPEN_MEASURED = 64  # Poisson arrivals counted per open-loop run, after the warm
 GOODPUT_ATTAINMENT = 0.95  # share of requests within SLO: spec.slo.quantile's default
 BISECTION_STEPS = 4  # the first guess, then up to 3 halvings of its bracket ...
 RESOLUTION = 0.12  # ... stopping once the capacity is known to within 12%
+# Where the goodput search looks first, as a share of the saturation throughput, when the
+# target concurrency meets the SLO: the capacity found was 0.82-1.0 of it on the bench's
+# models (8B on H100, gpt-oss-120b, DeepSeek-V3; tests/bench/test_plan_latency.py).
+GUESS_OF_SATURATION = 0.8
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class Replica:
     max_num_batched_tokens: int
     max_model_len: int
     block_size: int = 16  # vLLM's; SGLang pages by 1 token
+    mixed_prefill: bool = True  # vLLM V1's; SGLang runs prefill batches apart (core.py)
 
 
 def lockstep(
@@ -85,6 +91,7 @@ def lockstep(
         max_num_batched_tokens=max(1, replica.max_num_batched_tokens // w),
         max_model_len=min(replica.max_model_len, kv // replica.block_size * replica.block_size),
         block_size=replica.block_size,
+        mixed_prefill=replica.mixed_prefill,
     )
     return (ScaledTimer(timer, w) if w > 1 else timer), config, w
 
@@ -116,6 +123,10 @@ def closed(
     # One wave of clients is warm-up; then at least CLOSED_MEASURED (a large loop is already
     # steady after its first wave: half a wave more is enough for the means).
     measured = max(CLOSED_MEASURED, clients // 2)
+    if clients == 1:
+        # A lone client's requests of one shape are identical, one after another: two
+        # give the same statistics as thirty-two.
+        measured = 2
     stats = closed_loop(
         config,
         scaled,
@@ -170,12 +181,14 @@ def goodput_capacity(
     ceiling_rps: float,
     guess_rps: float,
     one: LoadStats,
+    probe_rps: float | None = None,
 ) -> tuple[float, LoadStats | None]:
     """Highest open-loop rate (req/s) at which GOODPUT_ATTAINMENT of the requests meet both
     SLOs, and the run at that rate. `ceiling_rps`: a rate the replica cannot sustain (the top
     of the search); `guess_rps`: where to look first (the closed-loop rate at the target
     concurrency when that meets the SLO); `one`: a lone request's run (if even it misses the
-    SLO, the capacity is 0 without a search)."""
+    SLO, the capacity is 0 without a search); `probe_rps`: where to look next when the guess
+    passes (default 1.6 x the guess)."""
     slo = (ttft_slo_s, tpot_slo_s)
     if one.ttft_p50 > ttft_slo_s or one.tpot_p50 > tpot_slo_s:
         return 0.0, None
@@ -194,7 +207,8 @@ def goodput_capacity(
     guess = min(max(guess_rps, 0.05 * ceiling_rps), 0.9 * ceiling_rps)
     stats = run(guess)
     if ok(stats):
-        lo, best, hi = guess, stats, min(ceiling_rps, guess * 1.6)
+        up = guess * 1.6 if probe_rps is None or probe_rps <= guess else probe_rps
+        lo, best, hi = guess, stats, min(ceiling_rps, up)
         probe = run(hi)
         if ok(probe):  # the guess was far too low: search the rest of the range
             lo, best, hi = hi, probe, ceiling_rps
@@ -236,6 +250,12 @@ def predict_under_load(
     one = at if concurrency == 1 else closed(timer, replica, 1, input_tokens, output_tokens)
     meets = at.ttft_p95 <= ttft_slo_s and at.tpot_p95 <= tpot_slo_s
     guess = at.requests_per_second * (0.9 if meets else 0.5)
+    probe = None
+    if meets and GUESS_OF_SATURATION * saturation > guess:
+        # Meeting the SLO at the target concurrency, the capacity is usually near the
+        # saturation throughput: look just below it, then at it, rather than climbing from
+        # the target's rate (each passing run on the way is a full one).
+        guess, probe = GUESS_OF_SATURATION * saturation, saturation
     rate, good = goodput_capacity(
         timer,
         replica,
@@ -246,6 +266,7 @@ def predict_under_load(
         saturation * 1.5,  # the closed-loop estimate runs in lockstep groups: leave room
         guess,
         one,
+        probe,
     )
     # A rate the replica sustains is below its saturation throughput by definition.
     saturation = max(saturation, rate)

@@ -242,6 +242,7 @@ def run_case(case: PerfCase) -> Outcome:
         p.max_num_batched_tokens,
         p.max_model_len,
         block_size=1 if case.engine == "sglang" else 16,
+        mixed_prefill=case.engine != "sglang",
     )
     return Outcome(case, p, _run(case, timer, replica, shapes))
 

@@ -23,6 +23,7 @@ from tokenfleet.capacity.kernels import (
     MOE_BANDWIDTH_SCALE,
     MOE_COMPUTE_SCALE,
     MOE_LAYER_LATENCY_S,
+    RAMP_ROWS,
     SINK_FALLBACK,
     STEP_OVERHEAD_S,
     format_of,
@@ -78,6 +79,19 @@ class StepModel:
     comm: Comm
     overhead_s: float = STEP_OVERHEAD_S  # engine CPU per step; 0 = GPU time only
 
+    def __post_init__(self) -> None:
+        # Constants of every step_seconds call, computed once: plan()'s virtual runs time
+        # thousands of steps (frozen dataclass: set around __setattr__; not fields, so
+        # equality and hashing still see only the inputs above).
+        setter = object.__setattr__
+        setter(self, "_bw", self.bandwidth * 1e9 * self.bandwidth_efficiency)
+        setter(self, "_peak", self.linear_tflops * 1e12 * self.compute_efficiency)
+        setter(self, "_attn_rate", self.attention_tflops * 1e12 * self.attention_efficiency)
+        latency = self.layers * LAYER_LATENCY_S
+        if self.moe_layers:
+            latency += self.moe_layers * MOE_LAYER_LATENCY_S
+        setter(self, "_latency", latency)
+
     @property
     def tp(self) -> int:
         return self.comm.tp
@@ -114,13 +128,16 @@ class StepModel:
         tokens = prefill_tokens + decode_seqs
         if tokens <= 0:
             return 0.0
-        bw = self.bandwidth * 1e9 * self.bandwidth_efficiency
+        bw: float = self._bw  # type: ignore[attr-defined]
+        peak: float = self._peak  # type: ignore[attr-defined]
         memory_s = (self.dense_bytes + self._kv_read(decode_seqs, decode_context_tokens)) / bw
-        latency_s = self.layers * LAYER_LATENCY_S
-        peak = self.linear_tflops * 1e12 * self.compute_efficiency
-        compute_s = self.dense_flops_per_token * tokens / (peak * ramp(tokens))
+        # ramp(rows) = rows / (rows + RAMP_ROWS), inlined: this is plan()'s hottest call.
+        compute_s = self.dense_flops_per_token * tokens / (peak * tokens / (tokens + RAMP_ROWS))
         sampling = decode_seqs + (prefill_seqs if prefill_tokens else 0)
-        compute_s += self.head_flops_per_seq * sampling / (peak * ramp(sampling))
+        if sampling > 0:
+            compute_s += (
+                self.head_flops_per_seq * sampling / (peak * sampling / (sampling + RAMP_ROWS))
+            )
         if self.moe_layers:
             touched = self._touched_experts(tokens)
             memory_s += self.moe_layers * touched * self.expert_bytes / (bw * MOE_BANDWIDTH_SCALE)
@@ -128,7 +145,7 @@ class StepModel:
             compute_s += (
                 self.expert_flops_per_token * tokens / (peak * MOE_COMPUTE_SCALE * ramp(rows))
             )
-            latency_s += self.moe_layers * MOE_LAYER_LATENCY_S
+        latency_s: float = self._latency  # type: ignore[attr-defined]
         pairs = prefill_tokens * prefill_tokens / 2
         if prefill_attention_pairs is not None:
             pairs = prefill_attention_pairs
@@ -139,7 +156,8 @@ class StepModel:
             pairs = (1 - f) * pairs + f * min(pairs, prefill_tokens * self.window)
             context = (1 - f) * context + f * min(context, decode_seqs * self.window)
         attn = self.attn_flops_coeff * (pairs + context)
-        compute_s += attn / (self.attention_tflops * 1e12 * self.attention_efficiency)
+        attn_rate: float = self._attn_rate  # type: ignore[attr-defined]
+        compute_s += attn / attn_rate
         return max(memory_s, compute_s) + latency_s + self.comm.seconds(tokens) + self.overhead_s
 
     def prefill_seconds(self, num_tokens: int, chunk: int | None = None) -> float:

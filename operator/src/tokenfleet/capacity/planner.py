@@ -452,6 +452,7 @@ def plan(req: PlanRequest) -> Plan:
         ctx.batched,
         max_len,
         block_size=1 if req.engine == "sglang" else 16,
+        mixed_prefill=req.engine != "sglang",
     )
     prediction = predict_under_load(
         step,

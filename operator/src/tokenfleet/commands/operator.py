@@ -59,6 +59,51 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         default=600.0,
         help="re-reconcile every LLMService this often even without events (default: 600)",
     )
+    p.add_argument(
+        "--allow-image",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="only run engine images starting with PREFIX, e.g. 'vllm/vllm-openai:' "
+        "(repeatable; default: any image)",
+    )
+    p.add_argument(
+        "--allow-service-account",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only let engine pods use this service account when spec.podTemplate sets "
+        "one (repeatable; default: any)",
+    )
+    p.add_argument(
+        "--metrics-address",
+        default="0.0.0.0",
+        metavar="ADDR",
+        help="address the metrics server binds (default: %(default)s; 127.0.0.1 keeps "
+        "it node-local)",
+    )
+    p.add_argument(
+        "--prometheus-url",
+        default=None,
+        metavar="URL",
+        help="Prometheus the autoscaler reads engine metrics from when an LLMService sets no "
+        "spec.autoscaling.prometheus.url, e.g. http://prometheus-operated.monitoring:9090 "
+        "(default: none; the Autoscaling condition then says what to set)",
+    )
+    p.add_argument(
+        "--metrics-window-seconds",
+        type=float,
+        default=60.0,
+        help="rate() window of the autoscaler's queries: 4 scrapes of the PodMonitor's 15 s "
+        "interval (default: %(default)s)",
+    )
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="only for simulated fleets (tokenfleet sim --time-scale K, tokenfleet demo): the "
+        "autoscaler runs on simulated seconds, K per wall second (default: 1, real time)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     p.add_argument(
         "--log-level",
@@ -81,13 +126,6 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         metavar="FILE",
         help="YAML overlay of the GPU catalog: gpus: {<id>: {pricePerHour: ..., ...}} "
         "(tokenfleet.capacity.overlay)",
-    )
-    p.add_argument(
-        "--prometheus-url",
-        default=None,
-        metavar="URL",
-        help="Prometheus the autoscaler queries for engine metrics, e.g. "
-        "http://prometheus-operated.monitoring:9090 (default: none, autoscaling holds)",
     )
 
 
@@ -185,6 +223,13 @@ def _check_credentials() -> None:
 
 
 def run(args: Any) -> int:
+    if args.prometheus_url and not args.prometheus_url.startswith(("http://", "https://")):
+        print(
+            f"error: --prometheus-url {args.prometheus_url!r}: not an http(s) URL; "
+            "use e.g. http://prometheus-operated.monitoring:9090",
+            file=sys.stderr,
+        )
+        return 2
     import kopf
 
     from tokenfleet import render
@@ -193,7 +238,7 @@ def run(args: Any) -> int:
     from tokenfleet.controller.kube import KubeClient
     from tokenfleet.controller.metrics import Metrics
     from tokenfleet.controller.peering import watch_peering
-    from tokenfleet.controller.reconcile import Pipeline, Reconciler
+    from tokenfleet.controller.reconcile import Pipeline, Policy, Reconciler
 
     try:
         images, overlaid = load_settings(args)
@@ -212,7 +257,7 @@ def run(args: Any) -> int:
     metrics = Metrics()
     if args.metrics_port:
         try:
-            metrics.serve(args.metrics_port)
+            metrics.serve(args.metrics_port, args.metrics_address)
         except OSError as error:
             print(
                 f"error: --metrics-port {args.metrics_port}: {error.strerror}; "
@@ -223,8 +268,20 @@ def run(args: Any) -> int:
     credentials = Credentials()
     pipeline = Pipeline.default()
     pipeline.render = functools.partial(render.all, images=images)
-    reconciler = Reconciler(KubeClient(credentials.current), metrics, pipeline)
-    registry = build_registry(reconciler, credentials, Options(resync_seconds=args.resync_seconds))
+    policy = Policy(tuple(args.allow_image), tuple(args.allow_service_account))
+    reconciler = Reconciler(KubeClient(credentials.current), metrics, pipeline, policy=policy)
+    if not args.time_scale > 0:
+        print(
+            f"error: --time-scale {args.time_scale}: must be > 0 (1 = real time)", file=sys.stderr
+        )
+        return 2
+    options = Options(
+        resync_seconds=args.resync_seconds,
+        prometheus_url=args.prometheus_url,
+        metrics_window_seconds=args.metrics_window_seconds,
+        time_scale=args.time_scale,
+    )
+    registry = build_registry(reconciler, credentials, options)
     if not args.standalone:
         watch_peering(registry, reconciler.kube, args.peering, clusterwide=not args.namespace)
 

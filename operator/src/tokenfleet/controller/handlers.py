@@ -5,6 +5,8 @@
   moves) -> Drift re-reads that LLMService and reconciles. Echoes of our own writes are
   recognised by resourceVersion and ignored.
 - Drift also re-reconciles every known LLMService every `resync_seconds` (missed events).
+- Every LLMService watch event (deletion included) -> Autoscalers.sync: one autoscaler loop
+  per LLMService with spec.autoscaling.enabled, none otherwise (controller/autoscaler.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import kopf
 
+from tokenfleet.controller.autoscaler import AutoscalerOptions, Autoscalers
 from tokenfleet.controller.kube import PLURALS, ApiError, KubeClient
 from tokenfleet.controller.reconcile import (
     GROUP,
@@ -50,6 +53,9 @@ class Options:
     resync_seconds: float = 600.0
     recheck_seconds: float = 60.0  # for WAITING_REASONS
     watch_server_timeout: float = 300.0
+    prometheus_url: str | None = None  # --prometheus-url: the autoscaler's default source
+    metrics_window_seconds: float = 60.0  # autoscale/signals.py DEFAULT_WINDOW_SECONDS
+    time_scale: float = 1.0  # --time-scale: simulated fleets only (controller/timescale.py)
 
 
 class Drift:
@@ -69,6 +75,7 @@ class Drift:
         self._recheck_seconds = recheck_seconds
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._again: set[tuple[str, str]] = set()
+        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._known: set[tuple[str, str]] = set()
         # kopf's per-object context (it carries the queue kopf.info() posts Events to).
         self._context: contextvars.Context | None = None
@@ -89,7 +96,21 @@ class Drift:
         self._tasks[key] = asyncio.create_task(self._run(key), context=context or self._context)
 
     def later(self, namespace: str, name: str, delay: float) -> None:
-        asyncio.get_running_loop().call_later(delay, self.fire, namespace, name)
+        """Fire once after `delay`, replacing any recheck already pending for this object:
+        one timer per LLMService, however many reconciles ended waiting."""
+        key = (namespace, name)
+        pending = self._timers.pop(key, None)
+        if pending is not None:
+            pending.cancel()
+        self._timers[key] = asyncio.get_running_loop().call_later(delay, self._due, key)
+
+    def _due(self, key: tuple[str, str]) -> None:
+        self._timers.pop(key, None)
+        self.fire(*key)
+
+    @property
+    def pending_rechecks(self) -> frozenset[tuple[str, str]]:
+        return frozenset(self._timers)
 
     def after(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Degraded while waiting on something else (a CRD, a ConfigMap): look again soon."""
@@ -102,6 +123,9 @@ class Drift:
         self._resync = asyncio.create_task(self._resync_loop())
 
     async def stop(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         tasks = [*self._tasks.values(), *([self._resync] if self._resync else [])]
         for task in tasks:
             task.cancel()
@@ -125,19 +149,32 @@ class Drift:
                     )
                     if status is None:  # deleted: forget it
                         self._known.discard(key)
+                        timer = self._timers.pop(key, None)
+                        if timer is not None:
+                            timer.cancel()
                         self._reconciler.forget(namespace, name)
                         return
                     self.after(namespace, name, status)
                     delay = 1.0
-                except (kopf.TemporaryError, ApiError) as error:
-                    self._logger.warning("%s/%s: retry in %.0fs: %s", namespace, name, delay, error)
-                    await asyncio.sleep(delay)
+                except Exception as error:
+                    # Transient API errors, and bugs too: a dropped pass would leave drift
+                    # uncorrected until the next resync. The reconciler's backoff (per
+                    # LLMService and error) when it gave one.
+                    given = getattr(error, "delay", None)
+                    wait = float(given) if given else delay
+                    if isinstance(error, (kopf.TemporaryError, ApiError)):
+                        self._logger.warning(
+                            "%s/%s: retry in %.0fs: %s", namespace, name, wait, error
+                        )
+                    else:
+                        self._logger.exception(
+                            "%s/%s: drift reconcile failed; retry in %.0fs", namespace, name, wait
+                        )
+                    await asyncio.sleep(wait)
                     delay = min(delay * 2, 60.0)
                     self._again.add(key)
                 if key not in self._again:
                     return
-        except Exception:
-            self._logger.exception("%s/%s: drift reconcile failed", namespace, name)
         finally:
             if self._tasks.get(key) is asyncio.current_task():
                 self._tasks.pop(key, None)
@@ -199,15 +236,35 @@ def configure_settings(settings: kopf.OperatorSettings, options: Options) -> Non
     settings.queueing.error_delays = (1, 2, 5, 10, 30, 60)
 
 
+def _autoscalers(kube: KubeClient, reconciler: Reconciler, options: Options) -> Autoscalers:
+    scaler_options = AutoscalerOptions(
+        prometheus_url=options.prometheus_url,
+        window_seconds=options.metrics_window_seconds,
+        time_scale=options.time_scale,
+    )
+    if options.time_scale == 1.0:
+        return Autoscalers(kube, reconciler.metrics, scaler_options)
+    from tokenfleet.controller.autoscaler import PrometheusSource
+    from tokenfleet.controller.timescale import ScaledSource, SimulatedClock
+
+    clock = SimulatedClock(options.time_scale)
+    source = ScaledSource(PrometheusSource(), clock)
+    return Autoscalers(kube, reconciler.metrics, scaler_options, source=source, clock=clock)
+
+
 def build_registry(
     reconciler: Reconciler,
     credentials: Credentials,
     options: Options | None = None,
+    drift: Drift | None = None,
+    autoscalers: Autoscalers | None = None,
 ) -> kopf.OperatorRegistry:
+    """The handlers; `drift` may be passed in so a caller (a test) can look at it."""
     options = options or Options()
     registry = kopf.OperatorRegistry()
     kube: KubeClient = reconciler.kube
-    drift = Drift(reconciler, options.resync_seconds, options.recheck_seconds)
+    drift = drift or Drift(reconciler, options.resync_seconds, options.recheck_seconds)
+    scalers = autoscalers or _autoscalers(kube, reconciler, options)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -223,8 +280,13 @@ def build_registry(
 
     @kopf.on.cleanup(registry=registry)
     async def close(**_: Any) -> None:
+        await scalers.stop()
         await drift.stop()
         await kube.close()
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, id="autoscaler", registry=registry)
+    async def autoscaler(event: Mapping[str, Any], body: kopf.Body, **_: Any) -> None:
+        scalers.sync(event.get("type"), body)
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
@@ -269,8 +331,9 @@ def _watch_owned(
         if not owner:
             return
         rv = str(body.get("metadata", {}).get("resourceVersion", ""))
-        if event.get("type") != "DELETED" and reconciler.is_own_echo(
-            kind, namespace or "", name, rv
-        ):
+        if event.get("type") == "DELETED":
+            # A namesake may be created next: check ownership again before writing the name.
+            reconciler.forget_object(kind, namespace or "", name)
+        elif reconciler.is_own_echo(kind, namespace or "", name, rv):
             return
         drift.fire(namespace or "", owner)

@@ -2,9 +2,10 @@
 
 A small async client on httpx that reuses the credentials kopf resolved at login (so the
 operator authenticates once, the same way, with kubeconfig or the in-cluster service
-account), plus the four verbs the controller needs: server-side apply, get, merge-patch of
-status, and API discovery (cached with a TTL, because CRDs such as LeaderWorkerSet can be
-installed while the operator runs).
+account), plus the verbs the controller needs: server-side apply, get, merge-patch of
+status (with a resourceVersion precondition), API discovery (cached with a TTL, because
+CRDs such as LeaderWorkerSet can be installed while the operator runs), and for the
+autoscaler the scale subresource, a labelled list and a merge patch (pod annotations).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ PLURALS: dict[str, str] = {
     "LeaderWorkerSet": "leaderworkersets",
     "ConfigMap": "configmaps",
     "LLMService": "llmservices",
+    "Pod": "pods",
 }
 
 # login(renew) -> credentials; renew=True after a 401 (e.g. a rotated service-account token).
@@ -95,13 +97,26 @@ class KubeClient:
         self._lock = asyncio.Lock()
         self._discovery_ttl = discovery_ttl
         self._discovery: dict[str, tuple[float, frozenset[str]]] = {}
+        self._in_flight: dict[httpx.AsyncClient, int] = {}
+        self._retired: set[httpx.AsyncClient] = set()
 
-    async def _connect(self, *, renew: bool = False) -> httpx.AsyncClient:
+    async def _close_idle(self) -> None:
+        for client in [c for c in self._retired if not self._in_flight.get(c)]:
+            self._retired.discard(client)
+            self._in_flight.pop(client, None)
+            await client.aclose()
+
+    async def _connect(
+        self, *, renew: bool = False, stale: httpx.AsyncClient | None = None
+    ) -> httpx.AsyncClient:
         async with self._lock:
-            if self._client is not None and not renew:
-                return self._client
+            if self._client is not None and not (renew and self._client is stale):
+                return self._client  # (another request already logged in again)
             if self._client is not None:
-                await self._client.aclose()
+                # Requests still in flight on the old client finish on it; it is closed
+                # once the last one is done (closing it now would fail all of them).
+                self._retired.add(self._client)
+                await self._close_idle()
             info = await self._login(renew)
             verify: Any = False if info.insecure else info.as_ssl_context()
             self._client = httpx.AsyncClient(
@@ -115,9 +130,11 @@ class KubeClient:
             return self._client
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        for client in [*self._retired, *([self._client] if self._client else [])]:
+            await client.aclose()
+        self._retired.clear()
+        self._in_flight.clear()
+        self._client = None
 
     async def request(
         self,
@@ -132,15 +149,21 @@ class KubeClient:
         content = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": content_type} if content is not None else {}
         response: httpx.Response | None = None
+        client: httpx.AsyncClient | None = None
         for attempt in range(2):
             # A 401 usually means a rotated service-account token: log in again once.
-            client = await self._connect(renew=attempt > 0)
+            client = await self._connect(renew=attempt > 0, stale=client)
+            self._in_flight[client] = self._in_flight.get(client, 0) + 1
             try:
                 response = await client.request(
                     method, path, params=params, content=content, headers=headers
                 )
             except httpx.TransportError as error:
                 raise ApiError(503, type(error).__name__, str(error), what or path) from error
+            finally:
+                self._in_flight[client] -= 1
+                if client in self._retired:
+                    await self._close_idle()
             if response.status_code != 401:
                 break
         assert response is not None
@@ -148,17 +171,60 @@ class KubeClient:
             raise _api_error(response, what or f"{method} {path}")
         return dict(response.json()) if response.content else {}
 
-    async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        """Server-side apply: create or update to exactly these fields, owned by tokenfleet."""
+    async def apply(self, manifest: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply: create or update to exactly these fields, owned by tokenfleet.
+
+        dry_run: the apiserver validates (schema, admission webhooks) and stores nothing.
+        """
         meta = manifest["metadata"]
+        params = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        if dry_run:
+            params["dryRun"] = "All"
         return await self.request(
             "PATCH",
             manifest_path(manifest),
-            params={"fieldManager": FIELD_MANAGER, "force": "true"},
+            params=params,
             body=manifest,
             content_type=APPLY_CONTENT_TYPE,
-            what=f"apply {manifest['kind']} {meta.get('namespace')}/{meta['name']}",
+            what=f"{'dry-run ' if dry_run else ''}apply {manifest['kind']} "
+            f"{meta.get('namespace')}/{meta['name']}",
         )
+
+    async def list(
+        self, api_version: str, kind: str, namespace: str, label_selector: str
+    ) -> list[dict[str, Any]]:
+        """Objects of a kind in a namespace matching a label selector (empty if not served)."""
+        try:
+            listing = await self.request(
+                "GET",
+                object_path(api_version, plural_of(kind), namespace),
+                params={"labelSelector": label_selector},
+                what=f"list {kind} in {namespace}",
+            )
+        except ApiError as error:
+            if error.status == 404:
+                return []
+            raise
+        items = [dict(item) for item in listing.get("items") or []]
+        for item in items:  # list items carry no kind / apiVersion of their own
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", api_version)
+        return items
+
+    async def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, uid: str
+    ) -> None:
+        """Delete this exact object (a uid precondition: never a namesake created since)."""
+        try:
+            await self.request(
+                "DELETE",
+                object_path(api_version, plural_of(kind), namespace, name),
+                body={"preconditions": {"uid": uid}, "propagationPolicy": "Background"},
+                what=f"delete {kind} {namespace}/{name}",
+            )
+        except ApiError as error:
+            if error.status not in (404, 409):  # gone already, or a namesake: leave it
+                raise
 
     async def get(
         self, api_version: str, kind: str, namespace: str | None, name: str
@@ -176,14 +242,62 @@ class KubeClient:
             raise
 
     async def patch_status(
-        self, api_version: str, kind: str, namespace: str, name: str, status: Mapping[str, Any]
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
+        """Merge-patch status; with `resource_version`, only if the object still has it
+        (else HTTP 409): the precondition that lets two writers share one status."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
         return await self.request(
             "PATCH",
             object_path(api_version, plural_of(kind), namespace, name, "status"),
-            body={"status": status},
+            body=body,
             content_type=MERGE_CONTENT_TYPE,
             what=f"update status of {kind} {namespace}/{name}",
+        )
+
+    async def scale(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        replicas: int,
+        *,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        """Set replicas through the scale subresource, as `kubectl scale` and the HPA do
+        (so they all write the same field); with `resource_version`, only if unchanged."""
+        body: dict[str, Any] = {"spec": {"replicas": replicas}}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return await self.request(
+            "PATCH",
+            object_path(api_version, plural_of(kind), namespace, name, "scale"),
+            body=body,
+            content_type=MERGE_CONTENT_TYPE,
+            what=f"scale {kind} {namespace}/{name} to {replicas}",
+        )
+
+    async def patch(
+        self, api_version: str, kind: str, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A JSON merge patch of one object (metadata the operator sets on others' objects,
+        e.g. pod-deletion-cost annotations on the ReplicaSet's pods)."""
+        return await self.request(
+            "PATCH",
+            object_path(api_version, plural_of(kind), namespace, name),
+            body=patch,
+            content_type=MERGE_CONTENT_TYPE,
+            what=f"patch {kind} {namespace}/{name}",
         )
 
     async def served_resources(self, group_version: str) -> frozenset[str]:

@@ -14,13 +14,15 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
+from tokenfleet.controller import ownership
 from tokenfleet.controller import status as st
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
+from tokenfleet.controller.statuswrite import write_status
 
 GROUP, VERSION, PLURAL, KIND = "tokenfleet.dev", "v1alpha1", "llmservices", "LLMService"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -33,8 +35,25 @@ LWS_INSTALL = (
     "https://github.com/kubernetes-sigs/lws/releases/latest/download/manifests.yaml)"
 )
 WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
-# Backoff for conflicts and apiserver errors, by kopf's retry count of the handler.
+# Time limit of one plan or render: a bounded spec plans in milliseconds (a 405B
+# multi-node plan in under 0.1 s on one core), so 10 s is two orders of margin.
+STEP_SECONDS = 10.0
+T = TypeVar("T")
+# Backoff for apiserver errors (5xx, 429, dropped connections), by the consecutive
+# failures of one LLMService (not kopf's per-handler retry count, which restarts with
+# every event): fast for a blip, capped at a minute for an outage.
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+# A 409 is a concurrent writer: the next pass re-reads and wins; no reason to wait long.
+CONFLICT_DELAY = 1.0
+# Consecutive failures before the error goes into status: a blip (one 409, one 503 during
+# an apiserver rollout) stays quiet; 3 failures span 1 + 2 s of retries.
+REPORT_AFTER_FAILURES = 3
+
+
+def retry_delay(error: ApiError, failures: int) -> float:
+    if error.status == 409:
+        return CONFLICT_DELAY
+    return RETRY_DELAYS[min(failures - 1, len(RETRY_DELAYS) - 1)]
 
 
 class Refused(Exception):
@@ -64,23 +83,74 @@ class Pipeline:
         return cls(api.parse_llmservice, api.to_plan_request, api.plan_service, render.all)
 
 
+@dataclass(frozen=True)
+class Policy:
+    """What the platform team allows LLMService authors (operator flags; empty: anything).
+
+    Creating an LLMService runs any image with any service account in its namespace, as
+    powerful as creating a Deployment there; these allowlists narrow that down.
+    """
+
+    image_prefixes: tuple[str, ...] = ()  # --allow-image: e.g. "vllm/vllm-openai:"
+    service_accounts: tuple[str, ...] = ()  # --allow-service-account
+
+    def check(self, service: Any, plan: Any, planned: st.Condition) -> None:
+        spec = service.spec
+        image = spec.engine.image_for(str(getattr(plan, "engine_version", "")))
+        if self.image_prefixes and not image.startswith(self.image_prefixes):
+            raise Refused(
+                "NotAllowed",
+                f"spec.engine.image={image}: not allowed by this operator (--allow-image "
+                f"{' '.join(self.image_prefixes)}); use an image starting with one of these, "
+                "or ask the cluster's platform team to allow it",
+                planned,
+            )
+        account = spec.pod_template.service_account_name
+        if self.service_accounts and account and account not in self.service_accounts:
+            raise Refused(
+                "NotAllowed",
+                f"spec.podTemplate.serviceAccountName={account}: not allowed by this operator "
+                f"(--allow-service-account {' '.join(self.service_accounts)}); use one of "
+                "these or leave it unset",
+                planned,
+            )
+
+
 @dataclass
 class Reconciler:
     kube: KubeClient
     metrics: Metrics
     pipeline: Pipeline = field(default_factory=Pipeline.default)
+    step_seconds: float = STEP_SECONDS  # time limit of plan and of render (off_loop)
+    policy: Policy = field(default_factory=lambda: Policy())
     # resourceVersion we last wrote per owned object: events carrying it are our own echo.
     written: dict[tuple[str, str, str], str] = field(default_factory=dict)
     _owned_keys: dict[tuple[str, str], set[tuple[str, str, str]]] = field(default_factory=dict)
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+    # generation whose manifests passed a server-side dry-run, per LLMService
+    _verified: dict[tuple[str, str], int] = field(default_factory=dict)
+    # generation after whose apply stale objects were pruned, per LLMService
+    _pruned: dict[tuple[str, str], int] = field(default_factory=dict)
+    # consecutive transient API failures per LLMService (the backoff and ApplyRetrying)
+    _failures: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self._locks.setdefault((namespace, name), asyncio.Lock())
 
     def forget(self, namespace: str, name: str) -> None:
         self._locks.pop((namespace, name), None)
+        self._verified.pop((namespace, name), None)
+        self._pruned.pop((namespace, name), None)
+        self._failures.pop((namespace, name), None)
         for key in self._owned_keys.pop((namespace, name), set()):
             self.written.pop(key, None)
+
+    def forget_object(self, kind: str, namespace: str, name: str) -> None:
+        """An owned object was deleted: its name must be checked again before a write."""
+        key = (kind, namespace, name)
+        self.written.pop(key, None)
+        for keys in self._owned_keys.values():
+            keys.discard(key)
 
     def is_own_echo(self, kind: str, namespace: str, name: str, resource_version: str) -> bool:
         return self.written.get((kind, namespace, name)) == resource_version
@@ -101,6 +171,7 @@ class Reconciler:
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         async with self.lock(namespace, name):
             started = time.perf_counter()
+            fresh: Mapping[str, Any] | None = None
             try:
                 fresh = await self.kube.get(API_VERSION, KIND, namespace, name)
                 if fresh is None or fresh["metadata"].get("deletionTimestamp"):
@@ -112,15 +183,52 @@ class Reconciler:
                     raise
                 self.metrics.reconciles.labels("retry").inc()
                 self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
-                delay = RETRY_DELAYS[min(retry, len(RETRY_DELAYS) - 1)]
-                raise kopf.TemporaryError(str(error), delay=delay) from error
+                failures = self._failures.get((namespace, name), 0) + 1
+                self._failures[(namespace, name)] = failures
+                delay = retry_delay(error, failures)
+                if failures >= REPORT_AFTER_FAILURES and fresh is not None:
+                    await self._report_retrying(fresh, error, delay, logger)
+                raise kopf.TemporaryError(redact(str(error), fresh), delay=delay) from error
             except Exception:
                 self.metrics.reconciles.labels("error").inc()  # a bug: kopf retries it
                 raise
             finally:
                 self.metrics.reconcile_duration.observe(time.perf_counter() - started)
             self.metrics.reconciles.labels(result).inc()
+            self._failures.pop((namespace, name), None)
             return new_status
+
+    async def _report_retrying(
+        self,
+        body: Mapping[str, Any],
+        error: ApiError,
+        delay: float,
+        logger: logging.Logger | logging.LoggerAdapter[Any],
+    ) -> None:
+        """A persistent API error becomes Degraded/ApplyRetrying with the last error, so the
+        LLMService says why nothing changes instead of showing an old or empty status. Best
+        effort: the apiserver that fails the apply may fail this write too."""
+        meta = body["metadata"]
+        previous = dict(body.get("status") or {})
+        message = (
+            f"the API server keeps failing; retrying every {delay:.0f}s at most. "
+            f"Last error: {redact(str(error), body)}"
+        )
+        observed = st.Observed(
+            generation=int(previous.get("observedGeneration") or 0),
+            degraded=st.Condition("Degraded", True, "ApplyRetrying", message[:1000]),
+        )
+        try:
+            # Through the one status writer: composed onto the latest status, so the
+            # autoscaler's part is never reverted.
+            await write_status(
+                self.kube,
+                meta["namespace"],
+                meta["name"],
+                lambda obj: st.reconciler_status(obj.get("status") or {}, observed),
+            )
+        except ApiError as status_error:
+            logger.warning("could not report ApplyRetrying: %s", status_error)
 
     async def _reconcile(
         self, body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]
@@ -134,9 +242,10 @@ class Reconciler:
             observed = await self._apply(body, logger, corrected)
             result = "applied"
         except Refused as refused:
+            message = redact(refused.message, body)
             observed = st.Observed(
                 generation=generation,
-                degraded=st.Condition("Degraded", True, refused.reason, refused.message),
+                degraded=st.Condition("Degraded", True, refused.reason, message),
                 planned=refused.planned,
             )
             result = "degraded"
@@ -147,20 +256,30 @@ class Reconciler:
             self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
             observed = st.Observed(
                 generation=generation,
-                degraded=st.Condition("Degraded", True, "ApplyFailed", str(error)),
+                degraded=st.Condition("Degraded", True, "ApplyFailed", redact(str(error), body)),
             )
             result = "degraded"
-        new_status = st.build_status(previous, observed)
+        new_status = st.reconciler_status(previous, observed)
+        try:
+            # Composed again onto the latest status if the autoscaler wrote in between.
+            written = await write_status(
+                self.kube,
+                namespace,
+                name,
+                lambda obj: st.reconciler_status(obj.get("status") or {}, observed),
+                body=body,
+            )
+            if written is not None:
+                previous, new_status = dict(written.old), dict(written.new)
+        except ApiError as error:
+            if error.transient:
+                raise
+            # Rejected status (an older CRD schema?): nothing to retry; say so loudly.
+            self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
+            logger.error(
+                "status of %s/%s was rejected: %s", namespace, name, redact(str(error), body)
+            )
         self._record_scale(previous, new_status)
-        if not st.is_noop(previous, new_status):
-            try:
-                await self.kube.patch_status(API_VERSION, KIND, namespace, name, new_status)
-            except ApiError as error:
-                if error.transient:
-                    raise
-                # Rejected status (an older CRD schema?): nothing to retry; say so loudly.
-                self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
-                logger.error("status of %s/%s was rejected: %s", namespace, name, error)
         self._post_events(body, previous, new_status, generation)
         if corrected and previous.get("observedGeneration") == generation:
             # Same spec, yet our apply changed objects: someone edited or deleted them.
@@ -183,8 +302,9 @@ class Reconciler:
             raise Refused("InvalidSpec", _one_line(error)) from error
         config = await self._model_config(config_map_ref(service), namespace)
         try:
-            request = steps.to_plan_request(service, config)
-            plan = steps.plan(request)
+            plan = await off_loop(
+                lambda: steps.plan(steps.to_plan_request(service, config)), self.step_seconds
+            )
         except Exception as error:
             self.metrics.plans.labels("failed").inc()
             message = _one_line(error)
@@ -192,6 +312,7 @@ class Reconciler:
             raise Refused("PlanFailed", message, failed) from error
         self.metrics.plans.labels("ok").inc()
         planned = st.Condition("Planned", True, "PlanComputed", str(getattr(plan, "reason", "")))
+        self.policy.check(service, plan, planned)
         autoscaling = autoscaling_condition(service, body)
 
         lws = await self.kube.has_resource(LWS_API, LWS_PLURAL)
@@ -204,8 +325,11 @@ class Reconciler:
                 planned,
             )
         try:
-            manifests = steps.render(
-                service, plan, monitoring_available=monitoring, lws_available=lws
+            manifests = await off_loop(
+                lambda: steps.render(
+                    service, plan, monitoring_available=monitoring, lws_available=lws
+                ),
+                self.step_seconds,
             )
         except Exception as error:
             raise Refused("RenderFailed", _one_line(error), planned) from error
@@ -213,6 +337,15 @@ class Reconciler:
             raise Refused("LeaderWorkerSetMissing", LWS_INSTALL, planned)
 
         owned = [own(m, body) for m in manifests]
+        known = self._owned_keys.get((namespace, name), set())
+        taken = await ownership.conflicts(self.kube, owned, body, known)
+        if taken:
+            raise Refused("NameConflict", "; ".join(taken), planned)
+        if self._verified.get((namespace, name)) != generation:
+            # Nothing half-created: the API server (schema, admission webhooks, quotas)
+            # sees every manifest of a new generation before the first one is written.
+            await asyncio.gather(*(self.kube.apply(m, dry_run=True) for m in owned))
+            self._verified[(namespace, name)] = generation
         applied: list[dict[str, Any]] = []
         for manifest in owned:
             key = (manifest["kind"], namespace, manifest["metadata"]["name"])
@@ -224,6 +357,18 @@ class Reconciler:
             applied.append(result)
         logger.debug("applied %d manifests for %s/%s", len(applied), namespace, name)
         observed = _observe(applied, generation, planned, plan, namespace)
+        if self._pruned.get((namespace, name)) != generation:
+            # Once per generation (and after a restart): only a spec change stops a kind
+            # from being rendered; drift passes of the same spec have nothing to prune.
+            served = {LWS_API: lws, MONITORING_API: monitoring}
+            pruned = await ownership.prune(self.kube, body, owned, served)
+            for deleted in pruned.deleted:
+                kind, _, obj_name = deleted.partition("/")
+                self.forget_object(kind, namespace, obj_name)
+                corrected.append(f"{deleted} (deleted: no longer rendered)")
+            self._pruned[(namespace, name)] = generation
+            note = retained_note(pruned.retained, body.get("status") or {})
+            observed = dataclasses.replace(observed, extra=note)
         if autoscaling is not None:
             observed = dataclasses.replace(observed, autoscaling=autoscaling)
         return observed
@@ -287,6 +432,36 @@ class Reconciler:
                 _post(kopf.info, body, "Ready", cond["message"])
         if new.get("phase") != "Degraded" and previous.get("observedGeneration") != gen:
             _post(kopf.info, body, "Applied", f"generation {gen} applied")
+
+
+class TooSlow(Exception):
+    """A pure step ran past its time limit (a spec that slipped past the bounds)."""
+
+
+async def off_loop(step: Callable[[], T], limit: float | None = None) -> T:
+    """Run a pure, CPU-bound step (plan, render) on a worker thread with a time limit.
+
+    On the event loop, a slow step would stall every other LLMService, kopf's watches and
+    /healthz. A thread cannot be killed: one that overruns keeps running in the background
+    (bounded architecture fields make that a safety net, not a path), but the reconcile
+    answers at once.
+    """
+    limit = STEP_SECONDS if limit is None else limit
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(step), limit)
+    except TimeoutError as error:
+        raise TooSlow(
+            f"sizing and rendering this spec took longer than {limit:.0f}s and was abandoned; "
+            "check spec.model.config for implausible sizes (layers, heads, vocab)"
+        ) from error
+
+
+def retained_note(claims: Sequence[str], previous: Mapping[str, Any]) -> dict[str, Any]:
+    """status.retainedClaims: model-cache PVCs kept by spec.storage.retain after storage was
+    removed (they hold storage and weights until someone deletes them). None clears it."""
+    if claims:
+        return {"retainedClaims": sorted(claims)}
+    return {"retainedClaims": None} if previous.get("retainedClaims") else {}
 
 
 def autoscaling_condition(service: Any, body: Mapping[str, Any]) -> st.Condition | None:
@@ -398,6 +573,23 @@ def _post(fn: Callable[..., None], body: Mapping[str, Any], reason: str, message
         fn(_ref(body), reason=reason, message=message[:1000])
     except LookupError:  # outside kopf's per-object context (no event queue): log only
         logging.getLogger("tokenfleet.events").info("%s: %s", reason, message)
+
+
+def redact(text: str, body: Mapping[str, Any] | None) -> str:
+    """`text` with every literal spec.engine.env value replaced by '***'. API errors echo
+    the object they refused (env included) into messages, Events and logs that more
+    people can read than the LLMService; valueFrom references carry no secret."""
+    spec = (body or {}).get("spec") or {}
+    env = ((spec.get("engine") or {}).get("env")) or []
+    values = sorted(
+        {str(e.get("value")) for e in env if isinstance(e, dict) and e.get("value")},
+        key=len,
+        reverse=True,  # longest first: a value containing another is hidden whole
+    )
+    for value in values:
+        if len(value) >= 3:  # "1", "on": hiding them would garble the message, not protect it
+            text = text.replace(value, "***")
+    return text
 
 
 def _one_line(error: BaseException) -> str:

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 CONDITION_TYPES = ("Planned", "Ready", "Progressing", "Degraded", "Autoscaling")
+# Keys the reconciler writes that must disappear when a reconcile no longer produces them
+# (a spec turned invalid has no plan and serves no endpoint). replicas / readyReplicas /
+# selector stay as last seen: the workload keeps running and the scale subresource reads them.
+RECONCILER_REMOVABLE = frozenset({"endpoint", "plan"})
 
 
 @dataclass(frozen=True)
@@ -153,3 +157,34 @@ def transitions(
 def is_noop(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """True when writing `new` would change nothing (skip the PATCH: less apiserver load)."""
     return all(previous.get(key) == value for key, value in new.items())
+
+
+def replace_keys(
+    status: Mapping[str, Any], owned: Iterable[str], produced: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`status` with a writer's `owned` keys replaced by `produced`: an owned key the writer
+    no longer produces is dropped; every other writer's key is kept as it is."""
+    drop = frozenset(owned)
+    result = {key: value for key, value in status.items() if key not in drop}
+    result.update(produced)
+    return result
+
+
+def reconciler_status(
+    previous: Mapping[str, Any], observed: Observed, *, now: str | None = None
+) -> dict[str, Any]:
+    """The whole status after a reconcile, composed onto the CURRENT status `previous`:
+    the autoscaler's condition and keys are kept as they are there, the reconciler's own
+    are replaced, and its endpoint / plan are dropped when they no longer hold.
+
+    The reconciler seeds Autoscaling (Disabled, or AwaitingMetrics before any decision)
+    but never overwrites a condition the autoscaler has since reported."""
+    auto = observed.autoscaling
+    if auto is not None and auto.reason == "AwaitingMetrics":
+        current = next(
+            (c for c in previous.get("conditions") or [] if c.get("type") == "Autoscaling"), None
+        )
+        if current is not None and current.get("reason") != "Disabled":
+            observed = replace(observed, autoscaling=None)
+    produced = build_status(previous, observed, now=now)
+    return replace_keys(previous, RECONCILER_REMOVABLE, produced)

@@ -30,7 +30,8 @@ METRICS = MetricNames(
     request_success="sglang:num_requests_total",
     prompt_tokens="sglang:prompt_tokens_total",
     generation_tokens="sglang:generation_tokens_total",
-    request_tpot=None,
+    # Per-request TPOT (metrics_collector.py in 0.5.x); older releases only have the ITL.
+    request_tpot="sglang:request_time_per_output_token_seconds",
     ttft_buckets=(
         0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
         200.0, 400.0,

@@ -26,9 +26,23 @@ Role = Literal["server", "leader", "worker"]
 CACHE_MOUNT = "/model-cache"  # Hugging Face downloads (and vLLM's compile cache) land here
 WEIGHTS_MOUNT = "/mnt/model-weights"  # spec.model.source.pvc, read-only
 SHM_MOUNT = "/dev/shm"
+# Pod Security "restricted" for the container: the engines need no privilege and no
+# capability (GPUs come through the device plugin, not through capabilities).
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
 # The kubelet expands these in command/args from the env LeaderWorkerSet injects.
 LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
 LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
+
+
+def no_expansion(text: str) -> str:
+    """`text` as the kubelet will pass it, literally: it expands `$(NAME)` in command and
+    args from the container's env, so `--api-key $(HF_TOKEN)` would splice the Hub token
+    into a flag (or a served model name anyone can list). `$$(` is its escape for `$(`.
+    Applied to everything the user supplies; the operator's own `$(LWS_...)` stay live."""
+    return text.replace("$(", "$$(")
 
 
 def cache_claim_name(service: LLMService) -> str:
@@ -80,8 +94,27 @@ def _split_command(engine: str, command: list[str]) -> tuple[list[str], list[str
     return command[:n], command[n:]
 
 
+def pod_security_context(service: LLMService) -> dict[str, Any]:
+    """Pod Security "restricted" settings the engines work with, plus the user's identity
+    (spec.podTemplate.securityContext: runAsNonRoot, runAsUser, runAsGroup, fsGroup)."""
+    context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    user = service.spec.pod_template.security_context
+    if user is not None:
+        context.update(user.to_dict())
+    return context
+
+
+def runs_as_non_root(service: LLMService) -> bool:
+    user = service.spec.pod_template.security_context
+    return user is not None and bool(user.run_as_non_root or user.run_as_user)
+
+
 def _env(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"}]
+    if runs_as_non_root(service):
+        # The images' HOME is /root, unwritable for another user; torch, triton and
+        # flashinfer cache kernels under ~/.cache. Point HOME at the writable cache volume.
+        env.append({"name": "HOME", "value": f"{CACHE_MOUNT}/home"})
     if plan.engine == "vllm":
         env.append({"name": "VLLM_CACHE_ROOT", "value": f"{CACHE_MOUNT}/vllm"})
     hf = service.spec.model.effective_source.hugging_face
@@ -170,11 +203,12 @@ def engine_container(
     spec = service.spec
     info = engine_info(plan.engine)
     model_ref, source_args = model_ref_and_args(service)
+    user_args = [*source_args, *speculative_args(service, plan.engine), *spec.engine.args]
     command = engine_command(
         plan,
-        model_ref,
-        served_name=spec.model.effective_served_name,
-        extra_args=[*source_args, *speculative_args(service, plan.engine), *spec.engine.args],
+        no_expansion(model_ref),
+        served_name=no_expansion(spec.model.effective_served_name),
+        extra_args=[no_expansion(a) for a in user_args],
         prefix_caching=spec.engine.prefix_caching,
         node=node_role(plan, role),
     )
@@ -198,6 +232,7 @@ def engine_container(
     container["env"] = _env(service, plan)
     container["resources"] = _resources(service, plan)
     container["volumeMounts"] = mounts
+    container["securityContext"] = json.loads(json.dumps(CONTAINER_SECURITY))  # no YAML anchors
     if serves_http:
         container.update(_probes(plan))
     # Leaving the endpoints takes a moment to propagate; meanwhile running requests finish.
@@ -269,6 +304,9 @@ def pod_template(
         pod["priorityClassName"] = template.priority_class_name
     if template.image_pull_secrets:
         pod["imagePullSecrets"] = [s.to_dict() for s in template.image_pull_secrets]
+    # The model server never talks to the Kubernetes API: no token in its filesystem.
+    pod["automountServiceAccountToken"] = False
+    pod["securityContext"] = pod_security_context(service)
     pod["containers"] = [engine_container(service, plan, role, images)]
     pod["volumes"] = _volumes(service, plan)
     metadata: dict[str, Any] = {"labels": pod_labels}

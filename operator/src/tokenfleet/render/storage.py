@@ -10,6 +10,8 @@ from tokenfleet.api import LLMService
 from tokenfleet.render.meta import metadata
 from tokenfleet.render.pod import cache_claim_name
 
+RETAIN_ANNOTATION = "tokenfleet.dev/retain"
+
 
 def model_cache_claim(service: LLMService) -> dict[str, Any] | None:
     storage = service.spec.storage
@@ -21,9 +23,8 @@ def model_cache_claim(service: LLMService) -> dict[str, Any] | None:
     }
     if storage.storage_class_name:
         spec["storageClassName"] = storage.storage_class_name
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": metadata(service, cache_claim_name(service)),
-        "spec": spec,
-    }
+    meta = metadata(service, cache_claim_name(service))
+    # Read by the operator when spec.storage is removed later (controller.ownership.prune):
+    # the policy in force when the claim was last rendered decides whether it is deleted.
+    meta["annotations"] = {RETAIN_ANNOTATION: "true" if storage.retain else "false"}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}

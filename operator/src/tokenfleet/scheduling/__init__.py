@@ -2,6 +2,9 @@
 
 - core.py     the vLLM-V1-style scheduler on a virtual clock (KV blocks, max-num-seqs,
               chunked prefill, recompute preemption), plus fast-forward over decode steps.
+- lazy.py     the same scheduler with lazy decode accounting (a decoder's progress is the
+              step counter's difference): the same decisions, each step O(prefills), for
+              the virtual runs; the simulator keeps the eager one (per-token timestamps).
 - virtual.py  closed- and open-loop load runs on it in virtual time: TTFT / ITL / TPOT
               percentiles and throughput, as `vllm bench serve` would report them.
 

@@ -80,6 +80,8 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
         max_num_batched_tokens=p.max_num_batched_tokens,
         max_model_len=max_model_len,
         block_size=block_size,
+        # SGLang runs prefill batches that its decodes wait for; vLLM mixes them (core.py).
+        mixed_prefill=p.engine != "sglang",
     )
     settings = SimSettings(
         served_model=args.served_model_name or args.model,

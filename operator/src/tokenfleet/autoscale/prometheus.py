@@ -1,0 +1,285 @@
+"""An async client for the Prometheus HTTP API: instant and range queries, typed results.
+
+The only I/O of the autoscale package. What can go wrong is told apart by type, because the
+autoscaler reacts differently to each:
+
+- `PrometheusUnreachable`: no answer (connection refused, timeout, 5xx / 429 after the
+  bounded retries). The policy holds: Prometheus is down, not the fleet.
+- `PromQLError`: the server rejected the query (HTTP 400 `bad_data`, 422 `execution`); the
+  message carries the server's own error text. Retrying cannot help: it is a bug or a
+  misconfiguration and is not retried.
+- `EmptyResult`, `NonFiniteValue`, `StaleSample`: raised only by `scalar()`, which wants one
+  usable number; `query()` returns whatever the server computed.
+
+    async with PrometheusClient("http://prometheus.monitoring:9090") as prom:
+        samples = (await prom.query('up{job="x"}')).samples
+        ttft = await prom.scalar("histogram_quantile(0.95, ...)", max_age=120)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal
+
+import httpx
+
+# Per request. Prometheus' own default query timeout is 2 min; the autoscaler decides every
+# 30 s (spec.autoscaling.intervalSeconds default), so an answer later than 10 s is useless.
+DEFAULT_TIMEOUT_S = 10.0
+# Retries after the first try, for transport errors, 429 and 5xx only. Two retries ride out
+# a Prometheus restart's first refused connections or one dropped keep-alive connection
+# without stretching a tick past its interval.
+DEFAULT_RETRIES = 2
+# First backoff; doubled per retry (0.25 s, 0.5 s): short, the caller has a deadline.
+DEFAULT_BACKOFF_S = 0.25
+
+ResultType = Literal["vector", "scalar", "matrix", "string"]
+
+
+class PrometheusError(Exception):
+    """Base of every error this client raises."""
+
+    def __init__(self, message: str, query: str | None = None) -> None:
+        super().__init__(message)
+        self.query = query
+
+
+class PrometheusUnreachable(PrometheusError):
+    """No usable answer: connection failed, timed out, or the server kept failing (5xx)."""
+
+
+class PromQLError(PrometheusError):
+    """The server rejected the query; `server_message` is Prometheus' own error text."""
+
+    def __init__(self, error_type: str, server_message: str, query: str | None) -> None:
+        super().__init__(f"Prometheus rejected {query!r}: {error_type}: {server_message}", query)
+        self.error_type = error_type
+        self.server_message = server_message
+
+
+class EmptyResult(PrometheusError):
+    """The query matched no series (wrong labels, not scraped yet, no traffic)."""
+
+
+class NonFiniteValue(PrometheusError):
+    """The value is NaN or +-Inf (e.g. 0/0 at zero load, a quantile of no observations)."""
+
+    def __init__(self, value: float, query: str) -> None:
+        super().__init__(f"{query!r} evaluated to {value}", query)
+        self.value = value
+
+
+class StaleSample(PrometheusError):
+    """The newest sample behind the value is older than the caller accepts."""
+
+    def __init__(self, age_seconds: float, max_age: float, query: str) -> None:
+        super().__init__(
+            f"{query!r}: newest sample is {age_seconds:.0f} s old (limit {max_age:.0f} s)", query
+        )
+        self.age_seconds = age_seconds
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One element of an instant vector (or a scalar, with no labels)."""
+
+    labels: Mapping[str, str]
+    value: float
+    timestamp: float
+    """Evaluation time of the query (not the scrape time: use PromQL timestamp() for that)."""
+
+
+@dataclass(frozen=True)
+class InstantResult:
+    result_type: ResultType
+    samples: tuple[Sample, ...]
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Series:
+    """One series of a range query: (timestamp, value) points in time order."""
+
+    labels: Mapping[str, str]
+    points: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class RangeResult:
+    series: tuple[Series, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def parse_value(raw: Any) -> float:
+    """Prometheus encodes values as strings ("1.5", "NaN", "+Inf")."""
+    return float(raw)
+
+
+class PrometheusClient:
+    """One pooled connection set to one Prometheus; safe to share between tasks."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = DEFAULT_BACKOFF_S,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if retries < 0:
+            raise ValueError(f"retries={retries}: must be 0 or more")
+        self.base_url = base_url.rstrip("/")
+        self._retries = retries
+        self._backoff = backoff
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=timeout,
+            headers=dict(headers or {}),
+            transport=transport,
+            trust_env=False,  # an in-cluster Prometheus is never reached through a proxy
+        )
+
+    async def __aenter__(self) -> PrometheusClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    # --- queries -----------------------------------------------------------------------
+
+    async def query(self, promql: str, at: float | None = None) -> InstantResult:
+        """Instant query, evaluated at `at` (Unix seconds; default: the server's now)."""
+        params = {"query": promql}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        data, warnings = await self._call("/api/v1/query", params, promql)
+        kind = str(data.get("resultType"))
+        result = data.get("result")
+        if kind == "scalar" or kind == "string":
+            t, v = result  # type: ignore[misc]
+            value = parse_value(v) if kind == "scalar" else math.nan
+            return InstantResult(kind, (Sample({}, value, float(t)),), warnings)  # type: ignore[arg-type]
+        if kind == "vector":
+            samples = tuple(
+                Sample(dict(r.get("metric") or {}), parse_value(v), float(t))
+                for r in result or []
+                for t, v in [r["value"]]
+            )
+            return InstantResult("vector", samples, warnings)
+        raise PrometheusError(f"{promql!r}: unexpected result type {kind!r} for an instant query")
+
+    async def query_range(self, promql: str, start: float, end: float, step: float) -> RangeResult:
+        """Range query from `start` to `end` (Unix seconds) every `step` seconds."""
+        if step <= 0 or end < start:
+            raise ValueError(f"query_range: need step > 0 and end >= start: {start}, {end}, {step}")
+        params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}"}
+        params["step"] = f"{step:g}"
+        data, warnings = await self._call("/api/v1/query_range", params, promql)
+        series = tuple(
+            Series(
+                dict(r.get("metric") or {}),
+                tuple((float(t), parse_value(v)) for t, v in r.get("values") or []),
+            )
+            for r in data.get("result") or []
+        )
+        return RangeResult(series, warnings)
+
+    async def scalar(
+        self, promql: str, at: float | None = None, *, max_age: float | None = None
+    ) -> float:
+        """The one finite value of a query that must return exactly one sample.
+
+        With `max_age`, the query is also asked for `timestamp()` of its newest input sample
+        and a value older than that raises StaleSample; use it on gauges and on plain
+        selectors (timestamp() of an aggregation is the evaluation time, so meaningless).
+        """
+        result = await self.query(promql, at)
+        if not result.samples:
+            raise EmptyResult(f"{promql!r} returned no series", promql)
+        if len(result.samples) > 1:
+            labels = [dict(s.labels) for s in result.samples[:3]]
+            raise PrometheusError(
+                f"{promql!r} returned {len(result.samples)} series ({labels}...); "
+                "aggregate it to one",
+                promql,
+            )
+        sample = result.samples[0]
+        if not math.isfinite(sample.value):
+            raise NonFiniteValue(sample.value, promql)
+        if max_age is not None:
+            newest = await self.query(f"max(timestamp({promql}))", at)
+            if newest.samples:
+                age = sample.timestamp - newest.samples[0].value
+                if age > max_age:
+                    raise StaleSample(age, max_age, promql)
+        return sample.value
+
+    # --- transport ---------------------------------------------------------------------
+
+    async def _call(
+        self, path: str, params: Mapping[str, str], promql: str
+    ) -> tuple[dict[str, Any], tuple[str, ...]]:
+        last: str = ""
+        for attempt in range(self._retries + 1):
+            if attempt:
+                await asyncio.sleep(self._backoff * 2 ** (attempt - 1))
+            try:
+                # POST with a form body: long PromQL never hits URL length limits.
+                response = await self._http.post(path, data=dict(params))
+            except httpx.TransportError as error:  # refused, reset, timed out, DNS
+                last = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+                continue
+            if response.status_code == 429 or response.status_code >= 500:
+                last = f"HTTP {response.status_code}: {_error_text(response)}"
+                continue
+            return _payload(response, promql)
+        raise PrometheusUnreachable(
+            f"Prometheus at {self.base_url} did not answer {promql!r} after "
+            f"{self._retries + 1} tries: {last}",
+            promql,
+        )
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500]
+    if isinstance(body, dict) and body.get("error"):
+        return f"{body.get('errorType', 'error')}: {body['error']}"
+    return response.text[:500]
+
+
+def _payload(response: httpx.Response, promql: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    try:
+        body = response.json()
+    except ValueError as error:
+        raise PrometheusError(
+            f"HTTP {response.status_code} with a non-JSON body for {promql!r}: "
+            f"{response.text[:200]!r} (is the URL a Prometheus server?)",
+            promql,
+        ) from error
+    if not isinstance(body, dict):
+        raise PrometheusError(f"unexpected answer for {promql!r}: {body!r:.200}", promql)
+    if body.get("status") != "success":
+        raise PromQLError(
+            str(body.get("errorType") or f"HTTP {response.status_code}"),
+            str(body.get("error") or response.text[:500]),
+            promql,
+        )
+    warnings: Sequence[str] = body.get("warnings") or ()
+    return dict(body.get("data") or {}), tuple(str(w) for w in warnings)

@@ -1,0 +1,319 @@
+"""The PromQL behind every autoscaling signal, and one async function that runs it.
+
+Every series is scoped to one LLMService by the labels its PodMonitor relabels onto each
+engine series (render/monitoring.py): `llmservice=<name>`, `namespace=<ns>`, `pod=<pod>`.
+Metric names come from `tokenfleet.engines` (MetricNames), so vLLM's renamed series are
+queried under every name at once (`A or B`), and SGLang under its own.
+
+Pure builders (`*_query`, `pick_boundary`, `attainment_from`, `goodput_bounds`) make the
+strings and the arithmetic and are unit-tested table-style; `read_signals()` runs them
+against a PrometheusClient and returns an `Observation` (the `Signals` the policy reads,
+plus how each attainment was measured). `pod_load()` returns running + waiting requests per
+pod (for pod-deletion-cost on scale-down).
+
+Attainment from a histogram is exact only when the SLO is a bucket boundary. Otherwise the
+boundary below is used: attainment(TTFT <= boundary) <= attainment(TTFT <= SLO), a safe
+under-estimate (the autoscaler may scale up a little early, never late), and the Observation
+says which ("exact" / "down"). An SLO below the smallest bucket cannot be measured at all
+("unmeasurable": None, never a made-up 0 or 1). The joint TTFT-and-TPOT attainment is only
+bounded by the marginals a, b: [max(0, a + b - 1), min(a, b)]; goodput uses the lower bound
+times the request rate.
+
+Zero load reads as None, not 0: a quantile or a ratio of no observations is NaN in PromQL
+(0/0), and the policy must tell "no data" from "all bad".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tokenfleet.autoscale.prometheus import PrometheusClient, Sample
+from tokenfleet.autoscale.types import Signals
+from tokenfleet.engines import engine_info
+from tokenfleet.engines.types import MetricNames
+
+# rate() window: four scrapes of the PodMonitor's 15 s interval (render/monitoring.py), the
+# usual rule of thumb so a window always holds at least two samples despite a missed scrape.
+DEFAULT_WINDOW_SECONDS = 60.0
+# Two boundaries closer than this (relative) are the same number printed differently.
+BOUNDARY_TOLERANCE = 1e-9
+
+Rounding = Literal["exact", "down", "unmeasurable", "nodata"]
+
+
+@dataclass(frozen=True)
+class SignalsQuery:
+    """What to measure for one LLMService: its engine, its scope and its SLO."""
+
+    engine: str
+    """vllm | sglang (spec.engine.kind)."""
+    namespace: str
+    llmservice: str
+    ttft_slo_seconds: float
+    tpot_slo_seconds: float
+    quantile: float
+    """TTFT quantile (spec.slo.quantile, 0.95 = p95)."""
+    window_seconds: float = DEFAULT_WINDOW_SECONDS
+
+    @property
+    def names(self) -> MetricNames:
+        return engine_info(self.engine).metrics
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """The histogram boundary an SLO is measured at."""
+
+    le: str | None
+    """The `le` label value exactly as the engine exports it (None: unmeasurable)."""
+    seconds: float | None
+    rounding: Rounding
+
+
+@dataclass(frozen=True)
+class Attainment:
+    """One SLO attainment and how it was measured."""
+
+    value: float | None
+    boundary: Boundary
+    family: str | None
+    """Histogram family used (e.g. vllm:request_time_per_output_token_seconds)."""
+    per: Literal["request", "token"] | None = None
+    """request: fraction of requests; token: fraction of inter-token gaps (the ITL
+    histogram, where the engine has no per-request TPOT histogram: an approximation)."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What read_signals() saw: the Signals plus how the attainments were measured."""
+
+    signals: Signals
+    ttft: Attainment
+    tpot: Attainment
+    goodput_upper: float | None = None
+    """Upper end of the joint bound times the rate (the policy uses the lower, in signals)."""
+
+
+# --- pure builders ------------------------------------------------------------------------
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def selector(namespace: str, llmservice: str, **extra: str) -> str:
+    """The label matcher of one LLMService's engine series: {namespace="..",llmservice=".."}."""
+    pairs = {"namespace": namespace, "llmservice": llmservice, **extra}
+    return "{" + ",".join(f"{k}={_quote(v)}" for k, v in pairs.items()) + "}"
+
+
+def _window(seconds: float) -> str:
+    return f"{max(1, math.ceil(seconds))}s"
+
+
+def any_of(names: Sequence[str], sel: str) -> str:
+    """Every name of a renamed series, the first present one winning per label set."""
+    if not names:
+        raise ValueError("any_of needs at least one metric name")
+    parts = [f"{name}{sel}" for name in names]
+    return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
+
+
+def reporting_replicas_query(names: MetricNames, sel: str) -> str:
+    """Pods with a fresh engine sample: a scrape failure drops the series at once (staleness
+    marker), so this counts the replicas that report now, not the ones that should."""
+    return f"count(count by (pod) ({names.running}{sel}))"
+
+
+def newest_sample_age_query(names: MetricNames, sel: str) -> str:
+    """Seconds since the newest engine sample (timestamp() is the scrape time)."""
+    return f"time() - max(timestamp({names.running}{sel}))"
+
+
+def request_rate_query(names: MetricNames, sel: str, window_s: float) -> str:
+    """Finished requests per second over the window, whole LLMService (any finish reason)."""
+    return f"sum(rate({names.request_success}{sel}[{_window(window_s)}]))"
+
+
+def per_replica_query(metric_names: Sequence[str], sel: str) -> str:
+    """Mean over pods of a per-pod gauge. max by (pod) first: an engine with several ranks
+    (SGLang's tp_rank label) reports the same scheduler state once per rank."""
+    return f"avg(max by (pod) ({any_of(metric_names, sel)}))"
+
+
+def per_pod_query(metric_names: Sequence[str], sel: str) -> str:
+    return f"max by (pod) ({any_of(metric_names, sel)})"
+
+
+def ttft_quantile_query(names: MetricNames, sel: str, quantile: float, window_s: float) -> str:
+    return (
+        f"histogram_quantile({quantile:g}, sum by (le) "
+        f"(rate({names.ttft}_bucket{sel}[{_window(window_s)}])))"
+    )
+
+
+def tpot_families(names: MetricNames) -> tuple[tuple[str, Literal["request", "token"]], ...]:
+    """Histograms that measure TPOT, best first: the per-request TPOT where the engine has
+    one (what `vllm bench serve --goodput tpot:` checks), then inter-token latency (every
+    name it has had)."""
+    request = ((names.request_tpot, "request"),) if names.request_tpot else ()
+    tokens = tuple((name, "token") for name in names.itl)
+    return (*request, *tokens)
+
+
+def bucket_bounds_query(families: Iterable[str], sel: str) -> str:
+    """The `le` values each histogram family exports for this LLMService, in one query."""
+    pattern = "|".join(re.escape(f"{family}_bucket") for family in families)
+    return f"count by (__name__, le) ({{__name__=~{_quote(pattern)}, {sel[1:-1]}}})"
+
+
+def attainment_query(family: str, le: str, sel: str, window_s: float) -> str:
+    """Fraction of observations <= le over the window: rate(bucket{le}) / rate(count)."""
+    window = _window(window_s)
+    bucket_sel = sel[:-1] + f",le={_quote(le)}}}"
+    below = f"sum(rate({family}_bucket{bucket_sel}[{window}]))"
+    return f"{below} / sum(rate({family}_count{sel}[{window}]))"
+
+
+def parse_le(le: str) -> float:
+    return math.inf if le in ("+Inf", "Inf", "inf") else float(le)
+
+
+def pick_boundary(slo_seconds: float, les: Iterable[str]) -> Boundary:
+    """The largest finite boundary <= the SLO: exact when equal, else rounded down (safe)."""
+    best: tuple[float, str] | None = None
+    for le in les:
+        try:
+            value = parse_le(le)
+        except ValueError:
+            continue
+        if not math.isfinite(value):
+            continue
+        if abs(value - slo_seconds) <= BOUNDARY_TOLERANCE * max(1.0, slo_seconds):
+            return Boundary(le, value, "exact")
+        if value < slo_seconds and (best is None or value > best[0]):
+            best = (value, le)
+    if best is None:
+        return Boundary(None, None, "unmeasurable")
+    return Boundary(best[1], best[0], "down")
+
+
+def goodput_bounds(
+    ttft: float | None, tpot: float | None, rate: float | None
+) -> tuple[float, float] | None:
+    """Requests/s meeting both SLOs, bounded by the marginals: [max(0, a+b-1), min(a, b)]
+    times the rate (nothing more is known without a joint histogram)."""
+    if ttft is None or tpot is None or rate is None:
+        return None
+    return max(0.0, ttft + tpot - 1.0) * rate, min(ttft, tpot) * rate
+
+
+def finite(samples: Sequence[Sample]) -> float | None:
+    """The value of a one-sample result; None for no sample or NaN/Inf (0/0 at zero load)."""
+    if len(samples) != 1:
+        return None
+    value = samples[0].value
+    return value if math.isfinite(value) else None
+
+
+def clamp01(value: float | None) -> float | None:
+    # rate() extrapolates each series separately: a ratio of rates can exceed 1 by a hair.
+    return None if value is None else min(1.0, max(0.0, value))
+
+
+# --- the I/O -------------------------------------------------------------------------------
+
+
+async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float) -> Observation:
+    """Every signal of one LLMService, evaluated at `at` (Unix seconds).
+
+    Raises PrometheusError (unreachable, rejected query): the caller holds. Missing data
+    is not an error: it comes back as None fields and reporting_replicas 0.
+    """
+    names = query.names
+    sel = selector(query.namespace, query.llmservice)
+    w = query.window_seconds
+    families = [names.ttft, *(f for f, _ in tpot_families(names))]
+    texts = {
+        "bounds": bucket_bounds_query(families, sel),
+        "reporting": reporting_replicas_query(names, sel),
+        "age": newest_sample_age_query(names, sel),
+        "rate": request_rate_query(names, sel, w),
+        "ttft_q": ttft_quantile_query(names, sel, query.quantile, w),
+        "running": per_replica_query([names.running], sel),
+        "waiting": per_replica_query([names.waiting], sel),
+        "kv": per_replica_query(names.kv_usage, sel),
+    }
+    results = await asyncio.gather(*(client.query(t, at) for t in texts.values()))
+    got = dict(zip(texts, (r.samples for r in results), strict=True))
+
+    les: dict[str, list[str]] = {}
+    for sample in got["bounds"]:
+        family = sample.labels.get("__name__", "").removesuffix("_bucket")
+        les.setdefault(family, []).append(sample.labels.get("le", ""))
+    ttft_family = names.ttft if names.ttft in les else None
+    tpot_family, per = next(((f, p) for f, p in tpot_families(names) if f in les), (None, None))
+    ttft, tpot = await asyncio.gather(
+        _attainment(client, ttft_family, les, query.ttft_slo_seconds, sel, w, at, "request"),
+        _attainment(client, tpot_family, les, query.tpot_slo_seconds, sel, w, at, per),
+    )
+
+    rate = finite(got["rate"])
+    bounds = goodput_bounds(ttft.value, tpot.value, rate)
+    reporting = finite(got["reporting"])
+    signals = Signals(
+        at=at,
+        reporting_replicas=int(reporting or 0),
+        request_rate=rate,
+        ttft_quantile_seconds=finite(got["ttft_q"]),
+        ttft_attainment=ttft.value,
+        tpot_attainment=tpot.value,
+        goodput=bounds[0] if bounds else None,
+        running_per_replica=finite(got["running"]),
+        waiting_per_replica=finite(got["waiting"]),
+        kv_usage=finite(got["kv"]),
+        newest_sample_age_seconds=finite(got["age"]),
+    )
+    return Observation(signals, ttft, tpot, bounds[1] if bounds else None)
+
+
+async def _attainment(
+    client: PrometheusClient,
+    family: str | None,
+    les: Mapping[str, Sequence[str]],
+    slo_seconds: float,
+    sel: str,
+    window_s: float,
+    at: float,
+    per: Literal["request", "token"] | None,
+) -> Attainment:
+    if family is None:
+        return Attainment(None, Boundary(None, None, "nodata"), None, None)
+    boundary = pick_boundary(slo_seconds, les.get(family, ()))
+    if boundary.le is None:
+        return Attainment(None, boundary, family, per)
+    result = await client.query(attainment_query(family, boundary.le, sel, window_s), at)
+    return Attainment(clamp01(finite(result.samples)), boundary, family, per)
+
+
+async def pod_load(
+    client: PrometheusClient, engine: str, namespace: str, llmservice: str, at: float
+) -> dict[str, float]:
+    """Requests in flight (running + waiting) per pod name, for pods that report."""
+    names = engine_info(engine).metrics
+    sel = selector(namespace, llmservice)
+    running, waiting = await asyncio.gather(
+        client.query(per_pod_query([names.running], sel), at),
+        client.query(per_pod_query([names.waiting], sel), at),
+    )
+    load: dict[str, float] = {}
+    for sample in (*running.samples, *waiting.samples):
+        pod = sample.labels.get("pod")
+        if pod and math.isfinite(sample.value):
+            load[pod] = load.get(pod, 0.0) + sample.value
+    return load

@@ -1,0 +1,601 @@
+"""The SLO autoscaler's I/O shell: one asyncio task per LLMService with autoscaling enabled.
+
+Each tick: read the LLMService (spec + status) -> signals from Prometheus -> the pure
+`policy.decide(spec, current, signals, history, now)` -> replicas written through the
+LLMService's scale subresource (the field `kubectl scale` and an HPA write, so they stay
+coherent; the reconciler then renders the Deployment's replicas from spec.replicas) ->
+status.autoscaling + the Autoscaling condition (through the shared status writer, so the
+reconciler's part is never reverted) -> an Event on change -> operator metrics.
+
+Entry points (used by controller/handlers.py, and by harnesses that drive the loop):
+- `Autoscalers(kube, metrics, options, source=None, decide=None, clock=time.time)`:
+  the per-LLMService loops. `source` is a `SignalSource` (default: `PrometheusSource`,
+  which runs autoscale.signals against spec.autoscaling.prometheus.url or
+  options.prometheus_url); `decide` defaults to tokenfleet.autoscale.policy.decide.
+  - `sync(event_type, body)`: start, retune or stop the loop from an LLMService watch event
+    (enabled -> one loop every spec.autoscaling.intervalSeconds; disabled or deleted -> none).
+  - `await tick(namespace, name) -> Decision | None`: one decision now (what the loop runs;
+    tests and harnesses call it directly for a deterministic step).
+  - `history(namespace, name)`: the policy memory kept in memory per LLMService; rebuilt
+    from status.autoscaling (capacity.observed, lastScaleTime, the last decision) after an
+    operator restart.
+  - `await stop()`: cancel every loop and close the Prometheus clients.
+- `SignalSource`: protocol with `signals(query, url, at) -> Observation` and
+  `pod_load(query, url, at) -> {pod: requests in flight}`; raise PrometheusError when
+  Prometheus cannot answer (the decision then holds with PrometheusDown).
+
+Scale-down: before lowering replicas of a Deployment, every engine pod gets
+`controller.kubernetes.io/pod-deletion-cost` = its requests in flight (running + waiting, from
+Prometheus), so the ReplicaSet removes the least busy pods first; the pods' preStop drain and
+terminationGracePeriodSeconds (render/timing.py) let their in-flight requests finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import importlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, cast, get_args
+
+import kopf
+
+from tokenfleet.autoscale.prometheus import PrometheusClient, PrometheusError
+from tokenfleet.autoscale.signals import (
+    DEFAULT_WINDOW_SECONDS,
+    Observation,
+    SignalsQuery,
+    pod_load,
+    read_signals,
+)
+from tokenfleet.autoscale.types import (
+    CapacityEstimate,
+    Decision,
+    FleetState,
+    History,
+    HoldReason,
+    Recommendation,
+)
+from tokenfleet.controller import status as st
+from tokenfleet.controller.kube import ApiError, KubeClient
+from tokenfleet.controller.metrics import Metrics
+from tokenfleet.controller.statuswrite import write_status
+
+API_VERSION, KIND = "tokenfleet.dev/v1alpha1", "LLMService"
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+# Holds that mean "the data cannot be trusted": the condition turns False (Held). The other
+# holds (ReplicasStarting, Cooldown, Stabilizing) are the policy working as meant: Active.
+DATA_HOLDS = frozenset({"PrometheusDown", "NoData", "StaleData", "PartialData"})
+HOLD_REASONS: tuple[str, ...] = get_args(HoldReason)
+AUTOSCALER_KEYS = frozenset({"autoscaling", "latestTtftMs"})
+# spec.autoscaling.intervalSeconds' default (api/autoscaling.py), for bodies the API server
+# has not defaulted (an older CRD).
+DEFAULT_INTERVAL_SECONDS = 30.0
+# Scale writes in a row that may meet a 409 from a status or annotation write (the spec
+# unchanged) before the tick gives up: as for status (controller/statuswrite.py).
+SCALE_ATTEMPTS = 5
+NO_URL_MESSAGE = (
+    "no Prometheus URL: set spec.autoscaling.prometheus.url or run the operator with "
+    "--prometheus-url"
+)
+# After an unexpected error in a tick, wait at least this long before the next one.
+ERROR_BACKOFF_SECONDS = 5.0
+
+Decide = Callable[[Any, FleetState, Any, History, float], Decision]
+
+
+class SignalSource(Protocol):
+    async def signals(self, query: SignalsQuery, url: str, at: float) -> Observation: ...
+
+    async def pod_load(self, query: SignalsQuery, url: str, at: float) -> dict[str, float]: ...
+
+
+class PrometheusSource:
+    """The production SignalSource: autoscale.signals over one pooled client per URL."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, PrometheusClient] = {}
+
+    def _client(self, url: str) -> PrometheusClient:
+        if url not in self._clients:
+            self._clients[url] = PrometheusClient(url)
+        return self._clients[url]
+
+    async def signals(self, query: SignalsQuery, url: str, at: float) -> Observation:
+        return await read_signals(self._client(url), query, at)
+
+    async def pod_load(self, query: SignalsQuery, url: str, at: float) -> dict[str, float]:
+        client = self._client(url)
+        return await pod_load(client, query.engine, query.namespace, query.llmservice, at)
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+
+@dataclass(frozen=True)
+class AutoscalerOptions:
+    prometheus_url: str | None = None
+    """--prometheus-url: used when spec.autoscaling.prometheus.url is unset."""
+    window_seconds: float = DEFAULT_WINDOW_SECONDS
+    """rate() window of the signal queries (autoscale/signals.py says why 60 s)."""
+    time_scale: float = 1.0
+    """Simulated fleets only (controller/timescale.py): the loop sleeps intervalSeconds / this
+    many wall seconds. 1 in production."""
+
+
+def default_decide() -> Decide:
+    # Imported late: the policy is pure and separate (tokenfleet.autoscale.policy).
+    module = importlib.import_module("tokenfleet.autoscale.policy")
+    return cast(Decide, module.decide)
+
+
+def iso(at: float) -> str:
+    return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: Any) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return (
+            datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+            .replace(tzinfo=datetime.UTC)
+            .timestamp()
+        )
+    except ValueError:
+        return None
+
+
+def rebuild_history(autoscaling: Mapping[str, Any], predicted: float) -> History:
+    """The policy's memory after an operator restart, from what status.autoscaling recorded.
+
+    Conservative where the record is thin: the last scale time counts as both the last
+    scale-up and scale-down (cooldowns apply either way), and the last decision is one
+    recommendation, so the scale-down stabilization window starts from it, not from empty.
+    """
+    capacity = autoscaling.get("capacity") or {}
+    observed = capacity.get("observed")
+    last_scale = parse_iso(autoscaling.get("lastScaleTime"))
+    decided_at = parse_iso(autoscaling.get("lastDecisionTime"))
+    desired = autoscaling.get("desiredReplicas")
+    recommendations = (
+        (Recommendation(decided_at, int(desired)),)
+        if decided_at is not None and isinstance(desired, int)
+        else ()
+    )
+    return History(
+        recommendations=recommendations,
+        last_scale_up_at=last_scale,
+        last_scale_down_at=last_scale,
+        capacity=CapacityEstimate(
+            predicted=predicted, observed=float(observed) if observed is not None else None
+        ),
+    )
+
+
+def autoscaling_condition(decision: Decision) -> st.Condition:
+    if decision.held in DATA_HOLDS:
+        message = decision.reason
+        if not message.startswith(str(decision.held)):
+            message = f"{decision.held}: {message}"
+        return st.Condition("Autoscaling", False, "Held", message)
+    if decision.limited == "max":
+        return st.Condition("Autoscaling", True, "LimitedAtMax", decision.reason)
+    return st.Condition("Autoscaling", True, "Active", decision.reason)
+
+
+def autoscaling_status(
+    decision: Decision,
+    observation: Observation | None,
+    *,
+    now: float,
+    last_scale_at: float | None,
+) -> dict[str, Any]:
+    """status.autoscaling (camelCase, absent values left out)."""
+    from tokenfleet.api import AutoscalingStatus, CapacityStatus
+    from tokenfleet.api import Signals as SignalsStatus
+
+    signals = observation.signals if observation is not None else None
+    capacity = decision.history.capacity
+    record = AutoscalingStatus(
+        desired_replicas=decision.desired,
+        last_decision_time=iso(now),
+        last_scale_time=iso(last_scale_at) if last_scale_at is not None else None,
+        reason=decision.reason[:1000],
+        driver=decision.driver,
+        held=decision.held,
+        signals=None
+        if signals is None
+        else SignalsStatus(
+            ttft_seconds=_round(signals.ttft_quantile_seconds),
+            ttft_attainment=_round(signals.ttft_attainment),
+            tpot_attainment=_round(signals.tpot_attainment),
+            goodput=_round(signals.goodput),
+            request_rate=_round(signals.request_rate),
+            running_per_replica=_round(signals.running_per_replica),
+            waiting_per_replica=_round(signals.waiting_per_replica),
+            kv_usage=_round(signals.kv_usage),
+            reporting_replicas=signals.reporting_replicas,
+        ),
+        capacity=None
+        if capacity is None
+        else CapacityStatus(
+            predicted=_round(capacity.predicted), observed=_round(capacity.observed)
+        ),
+    )
+    return record.to_dict()
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def compose_autoscaler_status(
+    obj: Mapping[str, Any],
+    decision: Decision,
+    observation: Observation | None,
+    *,
+    now: float,
+    scaled: bool,
+) -> dict[str, Any] | None:
+    """The whole new status composed onto the CURRENT object: the autoscaler's condition and
+    keys replaced, the reconciler's kept. None (write nothing) once the object is being
+    deleted or autoscaling was turned off meanwhile: the reconciler then says Disabled."""
+    meta = obj.get("metadata") or {}
+    enabled = ((obj.get("spec") or {}).get("autoscaling") or {}).get("enabled", False)
+    if meta.get("deletionTimestamp") or not enabled:
+        return None
+    previous = dict(obj.get("status") or {})
+    before = previous.get("autoscaling") or {}
+    last_scale = now if scaled else parse_iso(before.get("lastScaleTime"))
+    produced: dict[str, Any] = {
+        "autoscaling": autoscaling_status(decision, observation, now=now, last_scale_at=last_scale),
+        "conditions": st.merge_conditions(
+            previous.get("conditions") or [],
+            [autoscaling_condition(decision)],
+            generation=int(meta.get("generation") or 0),
+            now=iso(now),
+        ),
+    }
+    signals = observation.signals if observation is not None else None
+    if signals is not None and signals.ttft_quantile_seconds is not None:
+        produced["latestTtftMs"] = round(signals.ttft_quantile_seconds * 1000, 1)
+    return st.replace_keys(previous, AUTOSCALER_KEYS, produced)
+
+
+def compose_awaiting(obj: Mapping[str, Any], message: str, *, now: float) -> dict[str, Any] | None:
+    """Autoscaling=Unknown AwaitingMetrics with why, onto the current object (no decision)."""
+    meta = obj.get("metadata") or {}
+    enabled = ((obj.get("spec") or {}).get("autoscaling") or {}).get("enabled", False)
+    if meta.get("deletionTimestamp") or not enabled:
+        return None
+    previous = dict(obj.get("status") or {})
+    conditions = st.merge_conditions(
+        previous.get("conditions") or [],
+        [st.Condition("Autoscaling", None, "AwaitingMetrics", message)],
+        generation=int(meta.get("generation") or 0),
+        now=iso(now),
+    )
+    return {**previous, "conditions": conditions}
+
+
+class Autoscalers:
+    """One loop per LLMService with spec.autoscaling.enabled; see the module docstring."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        metrics: Metrics,
+        options: AutoscalerOptions | None = None,
+        *,
+        source: SignalSource | None = None,
+        decide: Decide | None = None,
+        clock: Callable[[], float] = time.time,
+        parse: Callable[[Mapping[str, Any]], Any] | None = None,
+    ) -> None:
+        self.kube = kube
+        self.metrics = metrics
+        self.options = options or AutoscalerOptions()
+        self._source: SignalSource = source or PrometheusSource()
+        self._decide = decide
+        self._clock = clock
+        self._parse = parse
+        self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._intervals: dict[tuple[str, str], float] = {}
+        self._histories: dict[tuple[str, str], History] = {}
+        # Loops whose last tick found no plan yet: the next watch event wakes them at once
+        # instead of after a whole interval (the reconciler's first status is that event).
+        self._waiting: dict[tuple[str, str], asyncio.Event] = {}
+        self._logger = logging.getLogger("tokenfleet.autoscaler")
+
+    # --- loops -------------------------------------------------------------------------
+
+    def sync(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        auto = (body.get("spec") or {}).get("autoscaling") or {}
+        if event_type == "DELETED" or meta.get("deletionTimestamp") or not auto.get("enabled"):
+            self._drop(key)
+            return
+        interval = float(auto.get("intervalSeconds") or DEFAULT_INTERVAL_SECONDS)
+        task = self._tasks.get(key)
+        if task is not None and not task.done() and self._intervals.get(key) == interval:
+            wake = self._waiting.get(key)
+            if wake is not None:
+                wake.set()
+            return
+        if task is not None:
+            task.cancel()
+        self._intervals[key] = interval
+        self._tasks[key] = asyncio.create_task(self._loop(key, interval))
+
+    def running(self) -> set[tuple[str, str]]:
+        return {key for key, task in self._tasks.items() if not task.done()}
+
+    def history(self, namespace: str, name: str) -> History | None:
+        return self._histories.get((namespace, name))
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            await close()
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        task = self._tasks.pop(key, None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        self._intervals.pop(key, None)
+        self._histories.pop(key, None)
+        self._waiting.pop(key, None)
+        self._forget_metrics(*key)
+
+    async def _loop(self, key: tuple[str, str], interval: float) -> None:
+        me = asyncio.current_task()
+        while self._tasks.get(key) is me:
+            delay = interval
+            try:
+                await self.tick(*key)
+            except asyncio.CancelledError:
+                raise
+            except ApiError as error:  # the apiserver is unwell or refused: try next tick
+                self._logger.warning("%s/%s: autoscaling tick: %s", *key, error)
+                delay = max(interval, ERROR_BACKOFF_SECONDS)
+            except Exception:  # a bug: log it with its traceback, keep the loop alive
+                self._logger.exception("%s/%s: autoscaling tick failed", *key)
+                delay = max(interval, ERROR_BACKOFF_SECONDS)
+            if self._tasks.get(key) is not me:
+                return
+            wake = self._waiting.get(key)
+            if wake is None:
+                await asyncio.sleep(delay / self.options.time_scale)
+                continue
+            wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), delay / self.options.time_scale)
+
+    # --- one decision ------------------------------------------------------------------
+
+    async def tick(self, namespace: str, name: str) -> Decision | None:
+        """Decide once for one LLMService and act on it; None when there was nothing to do
+        (gone, disabled, spec invalid, not planned yet, or the replicas changed under us)."""
+        key = (namespace, name)
+        body = await self.kube.get(API_VERSION, KIND, namespace, name)
+        if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
+            self._drop(key)
+            return None
+        try:
+            service = self._parse_service(body)
+        except Exception:  # the reconciler reports the spec error as Degraded
+            return None
+        spec = service.spec
+        if not spec.autoscaling.enabled:
+            self._drop(key)
+            return None
+        status = body.get("status") or {}
+        predicted = ((status.get("plan") or {}).get("predicted") or {}).get(
+            "goodputRequestsPerSecond"
+        )
+        if predicted is None:  # not planned (yet): the condition stays AwaitingMetrics
+            self._waiting.setdefault(key, asyncio.Event())
+            return None
+        self._waiting.pop(key, None)
+        now = self._clock()
+        history = self._histories.get(key) or rebuild_history(
+            status.get("autoscaling") or {}, float(predicted)
+        )
+        history = _with_predicted(history, float(predicted))
+        current = FleetState(
+            desired=int(spec.replicas),
+            ready=int(status.get("readyReplicas") or 0),
+            min_replicas=spec.autoscaling.min_replicas,
+            max_replicas=spec.autoscaling.max_replicas,
+        )
+        query = SignalsQuery(
+            engine=spec.engine.kind,
+            namespace=namespace,
+            llmservice=name,
+            ttft_slo_seconds=spec.slo.ttft_ms / 1000.0,
+            tpot_slo_seconds=spec.slo.tpot_ms / 1000.0,
+            quantile=spec.slo.quantile,
+            window_seconds=self.options.window_seconds,
+        )
+        url = spec.autoscaling.prometheus.url or self.options.prometheus_url
+        if url is None:
+            # A configuration gap, not an outage: say what to set, decide nothing.
+            await write_status(
+                self.kube,
+                namespace,
+                name,
+                lambda obj: compose_awaiting(obj, NO_URL_MESSAGE, now=now),
+            )
+            return None
+        observation = await self._observe(query, url, now, key)
+        decide = self._decide or default_decide()
+        decision = decide(spec, current, observation.signals if observation else None, history, now)
+        scaled = False
+        if decision.desired != current.desired:
+            if decision.desired < current.desired:
+                await self._set_deletion_costs(body, query, url, now)
+            if not await self._scale(body, decision.desired):
+                # Someone (kubectl scale, an edit) changed the spec since we read it:
+                # decide again next tick from what they wrote; remember nothing of this one.
+                self._logger.info("%s/%s: spec changed while deciding; next tick", *key)
+                return None
+            scaled = True
+        self._histories[key] = decision.history
+        written = await write_status(
+            self.kube,
+            namespace,
+            name,
+            lambda obj: compose_autoscaler_status(
+                obj, decision, observation, now=now, scaled=scaled
+            ),
+        )
+        self._events(body, decision, written.old if written else status)
+        self._record_metrics(namespace, name, decision, current)
+        return decision
+
+    async def _scale(self, body: Mapping[str, Any], replicas: int) -> bool:
+        """PATCH the scale subresource under the resourceVersion the decision was made on.
+
+        A 409 whose cause left the spec as it was (a status write, kopf's annotations) is
+        retried on the fresh version; one that changed the spec (a `kubectl scale`, an edit:
+        a new generation) means the decision is stale: False, nothing written."""
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        generation = meta.get("generation")
+        version = meta.get("resourceVersion")
+        for _ in range(SCALE_ATTEMPTS):
+            try:
+                await self.kube.scale(
+                    API_VERSION, KIND, namespace, name, replicas, resource_version=version
+                )
+                return True
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+            fresh = await self.kube.get(API_VERSION, KIND, namespace, name)
+            if fresh is None or (fresh.get("metadata") or {}).get("generation") != generation:
+                return False
+            version = (fresh.get("metadata") or {}).get("resourceVersion")
+        return False
+
+    def _parse_service(self, body: Mapping[str, Any]) -> Any:
+        if self._parse is not None:
+            return self._parse(body)
+        from tokenfleet.api import parse_llmservice
+
+        return parse_llmservice(body)
+
+    async def _observe(
+        self, query: SignalsQuery, url: str, now: float, key: tuple[str, str]
+    ) -> Observation | None:
+        try:
+            return await self._source.signals(query, url, now)
+        except PrometheusError as error:
+            self._logger.warning("%s/%s: Prometheus: %s; holding", *key, error)
+            return None
+
+    async def _set_deletion_costs(
+        self, body: Mapping[str, Any], query: SignalsQuery, url: str, now: float
+    ) -> None:
+        """Least busy pods are removed first (Deployments only: a ReplicaSet honours the
+        annotation, a LeaderWorkerSet removes the highest group index whatever it says)."""
+        status = body.get("status") or {}
+        selector = status.get("selector")
+        if not selector or int((status.get("plan") or {}).get("nodesPerReplica") or 1) > 1:
+            return
+        namespace, name = query.namespace, query.llmservice
+        try:
+            load = await self._source.pod_load(query, url, now)
+            pods = await self.kube.list("v1", "Pod", namespace, str(selector))
+            for pod in pods:
+                pod_name = pod["metadata"]["name"]
+                # Unreported pods (still starting, or not scraped) cost 0: deleted first.
+                cost = str(round(load.get(pod_name, 0.0)))
+                annotations = pod["metadata"].get("annotations") or {}
+                if annotations.get(DELETION_COST) != cost:
+                    patch = {"metadata": {"annotations": {DELETION_COST: cost}}}
+                    await self.kube.patch("v1", "Pod", namespace, pod_name, patch)
+        except (PrometheusError, ApiError) as error:
+            # Best effort: without costs the ReplicaSet still picks (unready pods first).
+            self._logger.warning("%s/%s: pod-deletion-cost not set: %s", namespace, name, error)
+
+    def _events(
+        self, body: Mapping[str, Any], decision: Decision, previous: Mapping[str, Any]
+    ) -> None:
+        if decision.direction != "none":
+            reason = "ScaledUp" if decision.direction == "up" else "ScaledDown"
+            message = f"replicas {decision.previous} -> {decision.desired}: {decision.reason}"
+            _post(kopf.info, body, reason, message)
+        before: Mapping[str, Any] = next(
+            (c for c in previous.get("conditions") or [] if c.get("type") == "Autoscaling"), {}
+        )
+        was_held = before.get("reason") == "Held"
+        now_held = decision.held in DATA_HOLDS
+        if now_held and not was_held:
+            _post(kopf.warn, body, "AutoscalingHeld", autoscaling_condition(decision).message)
+        elif was_held and not now_held:
+            _post(kopf.info, body, "AutoscalingResumed", decision.reason)
+
+    def _record_metrics(
+        self, namespace: str, name: str, decision: Decision, current: FleetState
+    ) -> None:
+        m = self.metrics
+        m.autoscaler_desired.labels(namespace, name).set(decision.desired)
+        m.autoscaler_ready.labels(namespace, name).set(current.ready)
+        m.autoscaler_decisions.labels(namespace, name, decision.direction, decision.driver).inc()
+        for reason in HOLD_REASONS:
+            m.autoscaler_held.labels(namespace, name, reason).set(
+                1 if decision.held == reason else 0
+            )
+        m.autoscaler_at_max.labels(namespace, name).set(1 if decision.limited == "max" else 0)
+        capacity = decision.history.capacity
+        if capacity is not None:
+            m.autoscaler_capacity.labels(namespace, name, "predicted").set(capacity.predicted)
+            if capacity.observed is not None:
+                m.autoscaler_capacity.labels(namespace, name, "observed").set(capacity.observed)
+
+    def _forget_metrics(self, namespace: str, name: str) -> None:
+        m = self.metrics
+        series: list[tuple[Any, tuple[str, ...]]] = [
+            (m.autoscaler_desired, ()),
+            (m.autoscaler_ready, ()),
+            (m.autoscaler_at_max, ()),
+            *((m.autoscaler_held, (reason,)) for reason in HOLD_REASONS),
+            *((m.autoscaler_capacity, (source,)) for source in ("predicted", "observed")),
+        ]
+        for metric, extra in series:
+            with contextlib.suppress(KeyError):  # never recorded for this LLMService
+                metric.remove(namespace, name, *extra)
+
+
+def _with_predicted(history: History, predicted: float) -> History:
+    """Keep the plan's prediction current (a spec change re-plans) and the learning as is."""
+    capacity = history.capacity or CapacityEstimate(predicted=predicted)
+    if capacity.predicted == predicted and history.capacity is not None:
+        return history
+    return dataclasses.replace(history, capacity=dataclasses.replace(capacity, predicted=predicted))
+
+
+def _post(fn: Callable[..., None], body: Mapping[str, Any], reason: str, message: str) -> None:
+    try:
+        fn(body, reason=reason, message=message[:1000])
+    except LookupError:  # outside kopf's context (a harness calling tick): log only
+        logging.getLogger("tokenfleet.events").info("%s: %s", reason, message)
+
+
+# An awaitable-returning callable type, for harnesses that wrap tick().
+Tick = Callable[[str, str], Awaitable[Decision | None]]

@@ -1,0 +1,183 @@
+"""Pure helpers of the kubelet: what a pod of an engine Deployment runs on the simulator,
+and the scrape targets Prometheus gets for it.
+
+The pod's own engine command line (rendered by the operator) is translated flag by flag
+into `tokenfleet sim`, so the simulated replica is sized exactly as the planned one:
+vLLM's --tensor-parallel-size / --max-model-len / --max-num-seqs / --max-num-batched-tokens
+and SGLang's --tp-size / --context-length / --max-running-requests / --chunked-prefill-size.
+GPU type and engine version come from the plan annotation the operator writes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+LLMSERVICE_LABEL = "tokenfleet.dev/llmservice"
+PLAN_ANNOTATION = "tokenfleet.dev/plan"
+
+# engine flag -> `tokenfleet sim` flag (the sim takes vLLM's names)
+FLAGS: dict[str, dict[str, str]] = {
+    "vllm": {
+        "--tensor-parallel-size": "--tp",
+        "--max-model-len": "--max-model-len",
+        "--max-num-seqs": "--max-num-seqs",
+        "--max-num-batched-tokens": "--max-num-batched-tokens",
+        "--served-model-name": "--served-model-name",
+    },
+    "sglang": {
+        "--model-path": "--model",
+        "--tp-size": "--tp",
+        "--context-length": "--max-model-len",
+        "--max-running-requests": "--max-num-seqs",
+        "--chunked-prefill-size": "--max-num-batched-tokens",
+        "--served-model-name": "--served-model-name",
+    },
+}
+
+
+class PodSpecError(ValueError):
+    """The Deployment cannot be run on the simulator; the message names the field."""
+
+
+@dataclass(frozen=True)
+class EngineDeployment:
+    """One engine Deployment as the kubelet needs it."""
+
+    namespace: str
+    name: str
+    llmservice: str
+    replicas: int
+    generation: int
+    sim_args: tuple[str, ...]
+    uid: str = ""
+    pod_labels: tuple[tuple[str, str], ...] = ()
+    pod_annotations: tuple[tuple[str, str], ...] = ()
+
+
+def _container(deployment: dict[str, Any]) -> dict[str, Any]:
+    containers = deployment["spec"]["template"]["spec"].get("containers") or []
+    for container in containers:
+        if container.get("name") == "engine":
+            return dict(container)
+    if not containers:
+        raise PodSpecError("spec.template.spec.containers: empty")
+    return dict(containers[0])
+
+
+def sim_args(deployment: dict[str, Any], time_scale: float = 1.0) -> list[str]:
+    """`tokenfleet sim` arguments (no --host / --port) for a pod of this Deployment."""
+    name = deployment["metadata"]["name"]
+    raw = (deployment["metadata"].get("annotations") or {}).get(PLAN_ANNOTATION)
+    if not raw:
+        raise PodSpecError(f"Deployment {name}: no {PLAN_ANNOTATION} annotation to size the sim")
+    plan = json.loads(raw)
+    engine, _, version = str(plan["engine"]).partition(" ")
+    if engine not in FLAGS:
+        raise PodSpecError(f"Deployment {name}: engine {engine!r} is not simulated")
+    container = _container(deployment)
+    argv = [*container.get("command", []), *container.get("args", [])]
+    out = ["--engine", engine, "--gpu", str(plan["gpu"])]
+    if version:
+        out += ["--engine-version", version]
+    if engine == "vllm":
+        # `vllm serve MODEL ...`: the model is the first positional after "serve".
+        if "serve" not in argv or argv.index("serve") + 1 >= len(argv):
+            raise PodSpecError(f"Deployment {name}: no `vllm serve MODEL` in {argv[:4]}")
+        out += ["--model", argv[argv.index("serve") + 1]]
+    table = FLAGS[engine]
+    for i, arg in enumerate(argv[:-1]):
+        if arg in table:
+            out += [table[arg], argv[i + 1]]
+    if "--model" not in out:
+        raise PodSpecError(f"Deployment {name}: no model in the engine command {argv[:4]}")
+    out += ["--time-scale", f"{time_scale:g}"]
+    return out
+
+
+def engine_deployment(deployment: dict[str, Any], time_scale: float) -> EngineDeployment | None:
+    """The Deployment as an engine to simulate, or None when it is not a tokenfleet engine."""
+    meta = deployment["metadata"]
+    template = deployment["spec"]["template"].get("metadata") or {}
+    llmservice = (meta.get("labels") or {}).get(LLMSERVICE_LABEL)
+    if not llmservice:
+        return None
+    return EngineDeployment(
+        namespace=meta["namespace"],
+        name=meta["name"],
+        llmservice=llmservice,
+        replicas=int(deployment["spec"].get("replicas", 1)),
+        generation=int(meta.get("generation", 1)),
+        sim_args=tuple(sim_args(deployment, time_scale)),
+        uid=str(meta.get("uid", "")),
+        pod_labels=tuple(sorted((template.get("labels") or {}).items())),
+        pod_annotations=tuple(sorted((template.get("annotations") or {}).items())),
+    )
+
+
+def pod_manifest(engine: EngineDeployment, name: str, port: int) -> dict[str, Any]:
+    """The Pod object the ReplicaSet would create (labels and annotations of the template,
+    owned by the Deployment so deleting it collects the pod), running and not yet ready."""
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": engine.name,
+        "uid": engine.uid,
+        "controller": True,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": engine.namespace,
+            "labels": dict(engine.pod_labels),
+            "annotations": dict(engine.pod_annotations),
+            "ownerReferences": [owner] if engine.uid else [],
+        },
+        "spec": {
+            "nodeName": "local",
+            "containers": [{"name": "engine", "image": "tokenfleet-sim"}],
+        },
+        "status": pod_status(port, ready=False),
+    }
+
+
+def pod_status(port: int, ready: bool) -> dict[str, Any]:
+    return {
+        "phase": "Running",
+        "podIP": "127.0.0.1",
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        "containerStatuses": [{"name": "engine", "ready": ready, "started": True}],
+    }
+
+
+def deletion_cost(pod: dict[str, Any] | None) -> int:
+    """controller.kubernetes.io/pod-deletion-cost (the ReplicaSet removes lower first)."""
+    annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+    try:
+        return int(annotations.get("controller.kubernetes.io/pod-deletion-cost", 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def target_group(address: str, llmservice: str, namespace: str, pod: str) -> dict[str, Any]:
+    """One file_sd group: the labels the PodMonitor relabeling (llmservice) and the
+    Prometheus Operator (namespace, pod) put on every engine series."""
+    return {
+        "targets": [address],
+        "labels": {"llmservice": llmservice, "namespace": namespace, "pod": pod},
+    }
+
+
+def deployment_status(replicas: int, ready: int, updated: int, generation: int) -> dict[str, Any]:
+    """Deployment status as the Deployment controller writes it."""
+    return {
+        "observedGeneration": generation,
+        "replicas": replicas,
+        "updatedReplicas": updated,
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "unavailableReplicas": max(0, replicas - ready),
+    }

@@ -1,0 +1,81 @@
+"""Pure formatting of the demo's terminal view: a plan header, one line per sample (like
+`kubectl get -w`), and the closing summary."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+from tokenfleet.localfleet.observe import Row, Slo
+
+COLUMNS = (
+    f"{'TIME':>6} {'LOAD':>6} {'REPLICAS':>8} {'TTFT-Q':>7} {'ATTAIN':>6} {'GOODPUT':>7}  DECISION"
+)
+
+
+def _num(value: float | None, fmt: str, missing: str = "-") -> str:
+    return missing if value is None else format(value, fmt)
+
+
+def plan_header(name: str, body: dict[str, Any], slo: Slo, time_scale: float) -> list[str]:
+    spec = body.get("spec", {})
+    plan = (body.get("status") or {}).get("plan") or {}
+    predicted = plan.get("predicted") or {}
+    auto = spec.get("autoscaling") or {}
+    return [
+        f"LLMService {name}: {spec.get('model', {}).get('id')} on "
+        f"{spec.get('gpu', {}).get('type')}, {spec.get('engine', {}).get('kind', 'vllm')} "
+        f"{plan.get('engineVersion', '')}",
+        f"  plan      TP {plan.get('tensorParallelSize')} x PP {plan.get('pipelineParallelSize')}"
+        f" = {plan.get('gpusPerReplica')} GPU(s) per replica, KV cache "
+        f"{plan.get('kvCacheTokens', 0):,} tokens, max-model-len {plan.get('maxModelLen')}",
+        f"  predicted TTFT {_num(predicted.get('ttftMs'), '.0f')} ms, TPOT "
+        f"{_num(predicted.get('tpotMs'), '.1f')} ms, goodput "
+        f"{_num(predicted.get('goodputRequestsPerSecond'), '.2f')} req/s per replica within "
+        f"the SLO (TTFT {slo.ttft_s * 1000:.0f} ms at p{slo.quantile * 100:g}, TPOT "
+        f"{slo.tpot_s * 1000:.0f} ms)",
+        f"  autoscale {auto.get('minReplicas', 1)}..{auto.get('maxReplicas', 4)} replicas on "
+        f"{auto.get('metric', 'ttft')}; time runs {time_scale:g}x (simulated seconds below)",
+    ]
+
+
+def row_line(row: Row, slo: Slo, width: int | None = None) -> str:
+    """One view line; `width` cuts it to the terminal (None: the whole decision, for logs)."""
+    replicas = f"{_num(row.ready, 'd', '?')}/{_num(row.desired, 'd', '?')}"
+    ttft = _num(None if row.ttft_quantile_s is None else row.ttft_quantile_s * 1000, ".0f")
+    mark = ""
+    if row.ttft_quantile_s is not None and row.ttft_quantile_s > slo.ttft_s:
+        mark = "!"
+    attain = _num(None if row.attainment is None else row.attainment * 100, ".1f")
+    decision = f"[{row.held}] " if row.held else ""
+    decision += row.decision
+    line = (
+        f"{row.t:6.0f} {row.offered:6.2f} {replicas:>8} {ttft + mark:>7} {attain:>6} "
+        f"{_num(row.goodput, '.2f'):>7}  {decision}"
+    )
+    return line if width is None else line[:width]
+
+
+def summary(
+    rows: Sequence[Row], slo: Slo, gpus_per_replica: int, stats: dict[str, Any]
+) -> list[str]:
+    if not rows:
+        return ["no samples"]
+    desired = [r.desired for r in rows if r.desired is not None]
+    ups = sum(1 for a, b in itertools.pairwise(desired) if b > a)
+    downs = sum(1 for a, b in itertools.pairwise(desired) if b < a)
+    gpu_hours = 0.0
+    for a, b in itertools.pairwise(rows):
+        gpu_hours += (a.pods * gpus_per_replica) * (b.t - a.t) / 3600
+    lines = [
+        f"simulated {rows[-1].t / 60:.1f} min: replicas {min(desired, default=0)} -> "
+        f"{max(desired, default=0)} -> {desired[-1] if desired else 0} "
+        f"({ups} scale-ups, {downs} scale-downs), {gpu_hours:.2f} GPU-hours",
+        f"requests: {stats['finished']} finished, {stats['failed']} failed, "
+        f"{stats['dropped']} not sent (no ready replica); SLO attainment "
+        f"{stats['attainment'] * 100:.1f}% (TTFT <= {slo.ttft_s * 1000:.0f} ms and TPOT <= "
+        f"{slo.tpot_s * 1000:.0f} ms; the engines' histograms, a lower bound), goodput "
+        f"{stats['goodput']:.2f} req/s",
+    ]
+    return lines

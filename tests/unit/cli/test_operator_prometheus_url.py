@@ -1,0 +1,14 @@
+"""`tokenfleet operator` refuses a bad --prometheus-url before starting anything."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenfleet.cli import main
+
+
+def test_prometheus_url_must_be_http(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["operator", "--prometheus-url", "prometheus:9090", "--metrics-port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--prometheus-url 'prometheus:9090'" in err
+    assert "http://prometheus-operated.monitoring:9090" in err

@@ -1,0 +1,162 @@
+"""The lazy scheduler (plan()'s virtual runs) takes the eager scheduler's decisions exactly.
+
+Both are driven through the same arrivals, with fast-forward, on configurations that reach
+every path: plain decode, chunked prefill cut by the token budget, a budget below the batch
+cap, KV exhaustion (preemption and recompute), max_model_len caps, block size 1 (SGLang's
+pages), prefill batches the decodes wait for (SGLang's policy). Every request's timestamps
+must be identical, and so
+must the load runs' statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
+from tokenfleet.scheduling.lazy import LazyScheduler
+from tokenfleet.scheduling.virtual import closed_loop, offline, open_loop
+
+
+@dataclass(frozen=True)
+class RooflineTimer:
+    """Overhead + prefill + decode sequences + context + attention pairs (all terms used)."""
+
+    def step_seconds(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        decode_context_tokens: int,
+        prefill_attention_pairs: float | None = None,
+    ) -> float:
+        pairs = prefill_tokens * prefill_tokens / 2
+        if prefill_attention_pairs is not None:
+            pairs = prefill_attention_pairs
+        return (
+            0.004
+            + 2e-5 * prefill_tokens
+            + 1e-4 * decode_seqs
+            + 1e-7 * decode_context_tokens
+            + 1e-10 * pairs
+        )
+
+
+CONFIGS = {
+    "roomy": SchedulerConfig(400_000, 64, 1024, 4096),
+    "kv-bound": SchedulerConfig(12_000, 64, 2048, 4096),
+    "small-budget": SchedulerConfig(100_000, 64, 48, 2048),  # budget < max-num-seqs
+    "pages-of-one": SchedulerConfig(9_000, 16, 8192, 1000, block_size=1),
+    # SGLang's policy: prefill batches apart from decode ones.
+    "prefill-batches": SchedulerConfig(60_000, 64, 2048, 4096, block_size=1, mixed_prefill=False),
+    "prefill-batches-kv-bound": SchedulerConfig(12_000, 64, 1024, 4096, mixed_prefill=False),
+}
+SHAPES = [(100, 50), (700, 400), (30, 5), (1500, 300), (12, 600)]
+
+
+def drive(scheduler: Scheduler, arrivals: list[tuple[float, int, int]]) -> list[SimRequest]:
+    requests = [SimRequest(f"r{i}", p, o, at) for i, (at, p, o) in enumerate(arrivals)]
+    todo = list(requests)
+    now = 0.0
+    while todo or not scheduler.idle:
+        while todo and todo[0].arrival <= now:
+            scheduler.add(todo.pop(0))
+        jump = scheduler.fast_forward(now, todo[0].arrival if todo else None)
+        if jump is not None:
+            now = jump.end
+            continue
+        step = scheduler.schedule(now)
+        if step is None:
+            now = todo[0].arrival
+            continue
+        now = scheduler.complete(step).end
+    return requests
+
+
+@pytest.mark.parametrize("gap", [0.02, 0.0])  # spaced arrivals, or one burst
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_request_sees_the_same_times(name: str, gap: float) -> None:
+    config = CONFIGS[name]
+    shapes = [(p, o) for p, o in SHAPES if p + o <= config.max_model_len + 200]
+    arrivals = [(gap * i, *shapes[(i * 7) % len(shapes)]) for i in range(120)]
+    eager = Scheduler(config, RooflineTimer(), record_token_times=False)
+    lazy = LazyScheduler(config, RooflineTimer())
+    expected, got = drive(eager, arrivals), drive(lazy, arrivals)
+    for a, b in zip(expected, got, strict=True):
+        assert (b.output_tokens, b.num_preemptions) == (a.output_tokens, a.num_preemptions)
+        assert (b.scheduled_at, b.first_token_at) == (a.scheduled_at, a.first_token_at)
+        assert (b.last_token_at, b.finished_at) == (a.last_token_at, a.finished_at)
+    assert lazy.num_preemptions == eager.num_preemptions
+    assert lazy.free_blocks == config.num_blocks  # every block came back
+    if name == "kv-bound":  # the eager fallback ran, for preemption
+        assert eager.num_preemptions > 0 and lazy.eager_steps > 0
+    if name == "roomy":  # the lazy path alone
+        assert eager.num_preemptions == 0 and lazy.eager_steps == 0
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_load_runs_report_the_same_statistics(name: str) -> None:
+    config = CONFIGS[name]
+    timer = RooflineTimer()
+    for shapes in ([(300, 100)], [(100, 50), (700, 400), (30, 5)]):
+        for clients in (1, 9, 80):
+            expected = closed_loop(config, timer, clients, shapes, 30, (1.0, 0.05), exact=True)
+            assert closed_loop(config, timer, clients, shapes, 30, (1.0, 0.05)) == expected
+        for rate in (2.0, 30.0, 200.0):
+            for give_up in (None, 0.95):
+                expected = open_loop(config, timer, rate, shapes, 80, (1.0, 0.05),
+                                     give_up_below=give_up, exact=True)  # fmt: skip
+                got = open_loop(config, timer, rate, shapes, 80, (1.0, 0.05),
+                                give_up_below=give_up)  # fmt: skip
+                assert got == expected
+        assert offline(config, timer, shapes, 50) == offline(config, timer, shapes, 50, exact=True)
+
+
+def test_reading_the_running_set_brings_decoders_up_to_date() -> None:
+    config = CONFIGS["roomy"]
+    states = []
+    for scheduler in (
+        Scheduler(config, RooflineTimer(), record_token_times=False),
+        LazyScheduler(config, RooflineTimer()),
+    ):
+        for i, out in enumerate((50, 80, 120)):
+            scheduler.add(SimRequest(f"r{i}", 100, out, 0.0))
+        now = scheduler.complete(scheduler.schedule(0.0)).end  # type: ignore[arg-type]
+        jump = scheduler.fast_forward(now, until=now + 0.1)  # stops part-way
+        assert jump is not None and jump.steps < 49
+        # Reading the set mid-decode: the lazy one materialises its decoders' counters,
+        # and decoding goes on from there exactly as before.
+        seen = [(r.output_tokens, r.num_computed, r.blocks) for r in scheduler.running]
+        now = jump.end
+        while not scheduler.idle:
+            step = scheduler.fast_forward(now)
+            now = step.end if step else scheduler.complete(scheduler.schedule(now)).end  # type: ignore[arg-type]
+        states.append((seen, now, scheduler.free_blocks))
+    assert states[0] == states[1]
+    assert states[1][0][0][0] > 1  # they had decoded a few tokens when read
+
+
+def test_aborting_a_decoder_frees_its_blocks_and_leaves_the_others_on_time() -> None:
+    config = CONFIGS["roomy"]
+    arrivals = [(0.0, 100, 50), (0.0, 120, 60), (0.0, 140, 70)]
+    eager = Scheduler(config, RooflineTimer(), record_token_times=False)
+    lazy = LazyScheduler(config, RooflineTimer())
+    done = []
+    for scheduler in (eager, lazy):
+        requests = [SimRequest(f"r{i}", p, o, at) for i, (at, p, o) in enumerate(arrivals)]
+        for request in requests:
+            scheduler.add(request)
+        now = 0.0
+        for _ in range(10):  # prefill, then nine decode steps one by one
+            now = scheduler.complete(scheduler.schedule(now)).end  # type: ignore[arg-type]
+        scheduler.abort(requests[1])
+        assert requests[1].state == "aborted" and requests[1].output_tokens == 10
+        while not scheduler.idle:
+            jump = scheduler.fast_forward(now)
+            if jump is not None:
+                now = jump.end
+                continue
+            now = scheduler.complete(scheduler.schedule(now)).end  # type: ignore[arg-type]
+        assert scheduler.free_blocks == config.num_blocks
+        done.append([(r.finished_at, r.output_tokens) for r in requests])
+    assert done[0] == done[1]
