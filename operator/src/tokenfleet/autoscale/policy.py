@@ -503,7 +503,7 @@ def _apply_rate_limits(
         # Knative panic: straight to the recommendation, past the step limit and past what
         # is already starting when the load outgrows even those (the recommendation counts
         # ready replicas only). When the starting replicas cover the load, a TTFT that stays
-        # high is the backlog draining, not missing capacity: spike 1.63x -> 1.50x the
+        # high is the backlog draining, not missing capacity: spike 1.73x -> 1.63x the
         # oracle's GPU-hours at the same attainment in autoscale-sim.
         return bounded, None, "panic: jump to the recommendation"
     if bounded > desired:
