@@ -66,7 +66,7 @@ def with_spec(**sections: Any) -> dict[str, Any]:
         ("autoscaling.min_replicas", 1),
         ("autoscaling.max_replicas", 4),
         ("autoscaling.metric", "ttft"),
-        ("autoscaling.scale_down_stabilization_seconds", 300),
+        ("autoscaling.scale_down_stabilization_seconds", 180),
         ("autoscaling.prometheus.url", None),
         ("storage", None),
         ("rollout.max_surge", 0),  # no spare GPUs needed for an update

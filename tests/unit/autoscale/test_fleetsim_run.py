@@ -41,7 +41,7 @@ def test_same_options_same_json(capsys: pytest.CaptureFixture[str], short_csv: P
 def test_json_shape(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None:
     doc = _json(capsys, "--trace", str(short_csv), "--cold-start", "60")
     assert doc["trace"] == "short.csv"
-    assert set(doc["policies"]) == {"tokenfleet", "keda", "hpa", "static", "oracle"}
+    assert set(doc["policies"]) == {"tokenfleet", "keda", "hpa", "static", "reactive", "oracle"}
     for name, row in doc["policies"].items():
         assert set(row) == {"sloAttainment", "goodput", "gpuHours", "scaleEvents"}, name
         assert 0 <= row["sloAttainment"] <= 1 and row["goodput"] >= 0 and row["gpuHours"] > 0
@@ -49,6 +49,19 @@ def test_json_shape(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None
     assert doc["policies"]["static"]["scaleEvents"] == 0
     assert doc["policies"]["oracle"]["gpuHours"] <= doc["policies"]["static"]["gpuHours"]
     assert doc["setup"]["coldStartSeconds"] == 60
+
+
+def test_the_ideal_reactive_policy_is_late_on_a_step_by_one_cold_start(short_csv: Path) -> None:
+    """The load triples at minute 2: the reactive bound orders replicas at that instant
+    (not a tick sooner, unlike the oracle), and they serve a cold start later."""
+    setup = prepare(load_csv(short_csv), SimOptions(cold_start=60))
+    reactive = run_policy(setup, make_autoscaler("reactive", setup))
+    oracle = run_policy(setup, make_autoscaler("oracle", setup))
+    grew = lambda r: next(p.at for p in r.timeline if p.ready > r.timeline[0].ready)  # noqa: E731
+    assert setup.need[2] > setup.need[1]
+    assert grew(reactive) == 120 + 60  # ordered at 120 s, ready 60 s later
+    assert grew(oracle) < 120 <= grew(reactive) - 60
+    assert reactive.attainment < oracle.attainment
 
 
 @pytest.mark.parametrize("trace", ["spike"])

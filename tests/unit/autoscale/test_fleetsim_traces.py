@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from tokenfleet.autoscale.fleetsim_metrics import TTFT_BUCKETS, attainment, histogram_quantile
-from tokenfleet.autoscale.fleetsim_traces import BUILT_IN, load, load_csv, synthetic
+from tokenfleet.autoscale.fleetsim_traces import (
+    BUILT_IN,
+    arrival_cv,
+    load,
+    load_csv,
+    synthetic,
+)
 from tokenfleet.capacity.errors import PlanError
 
 
@@ -22,7 +28,8 @@ def test_shapes() -> None:
     spike = synthetic("spike").rate_per_bucket(60)
     assert statistics.mean(spike[11:14]) > 3 * statistics.mean(spike[:9])
     diurnal = synthetic("diurnal").rate_per_bucket(60)
-    assert max(diurnal) > 4 * min(diurnal) and diurnal.index(max(diurnal)) in range(11, 19)
+    assert len(diurnal) == 120  # a 2-hour day, peak at midday
+    assert max(diurnal) > 4 * min(diurnal) and diurnal.index(max(diurnal)) in range(50, 70)
     gaps = [
         b.at - a.at
         for a, b in zip(
@@ -37,6 +44,17 @@ def test_shapes() -> None:
     ]
     cv = lambda xs: statistics.pstdev(xs) / statistics.mean(xs)  # noqa: E731
     assert cv(gaps) > 1.5 > 1.2 > cv(poisson) > 0.8  # gamma bursts vs Poisson
+    assert synthetic("bursty").arrival_cv == 2.0 and synthetic("steady").arrival_cv == 1.0
+
+
+@pytest.mark.parametrize(("name", "low", "high"), [("bursty", 1.6, 2.4), ("diurnal", 0.9, 1.1)])
+def test_arrival_cv_of_a_recorded_trace(name: str, low: float, high: float) -> None:
+    # A CSV carries no CV: it is estimated per minute, so the diurnal ramp is not a burst.
+    assert low < arrival_cv(synthetic(name).requests) < high
+
+
+def test_arrival_cv_needs_enough_requests() -> None:
+    assert arrival_cv(synthetic("steady").requests[:50]) == 1.0
 
 
 def test_azure_csv(tmp_path: Path) -> None:

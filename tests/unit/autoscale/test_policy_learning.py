@@ -44,8 +44,14 @@ def settled(observed: float | None = None, ready: int = 4) -> History:
         ("held far above: bounded", 80.0, 0.3, 1.0, 12.5),
         # held comfortably at the operating point (8 = 0.8 x 10): probe 2% up
         ("comfortable at target", 32.0, 0.1, 1.0, 10.2),
-        # held, but using most of the error budget: no evidence of headroom
+        # held, but using most of the error budget at the operating point: no evidence
         ("held, budget mostly used", 32.0, 0.3, 0.993, None),
+        # ...the same well below the operating point (5 < 0.9 x 8): nearer the edge than
+        # believed, nudged down 3% per error budget used (0.7 here)
+        ("held only just, far below target", 20.0, 0.3, 0.993, 9.79),
+        # ...with the TTFT quantile over the SLO within tolerance but every request in
+        # attainment: no budget used, nothing learnt
+        ("held only just by TTFT alone", 20.0, 0.52, 1.0, None),
         # idle fleet: meets any SLO, proves nothing
         ("idle", 4.0, 0.05, 1.0, None),
     ],

@@ -158,5 +158,22 @@ class Oracle:
         return self._at(view.now, view.now + self.cold_start + self.period)
 
 
+@dataclass
+class Reactive(Oracle):
+    """The ideal reactive policy: it knows each minute's load the instant that minute
+    starts (no measurement lag, no rate window, no up window) but nothing after it, and
+    runs at the measured capacity with no headroom. Replicas still take the cold start.
+    No causal policy without standing headroom reacts sooner, so its attainment bounds
+    what reacting can reach on a step (`spike`)."""
+
+    name: str = "reactive"
+
+    def initial(self) -> int:
+        return self._at(0.0, 0.0)
+
+    def decide(self, view: FleetView) -> int:
+        return self._at(view.now, view.now)
+
+
 def needed_replicas(rates: Sequence[float], capacity: float, lo: int = 1) -> list[int]:
     return [max(lo, math.ceil(rate / capacity - 1e-9)) for rate in rates]

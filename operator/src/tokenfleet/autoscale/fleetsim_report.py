@@ -48,7 +48,7 @@ def table(setup: Setup, results: dict[str, RunResult]) -> str:
         f"capacity per replica: plan {setup.predicted_capacity:.2f} req/s"
         + (f" x error {o.capacity_error:g}" if o.capacity_error != 1 else "")
         + f", measured {setup.measured_capacity:.2f} req/s at {o.attainment:.0%} attainment "
-        f"(static and oracle use the measured one); max replicas {setup.max_replicas}",
+        f"(static, reactive and oracle use the measured one); max replicas {setup.max_replicas}",
         "",
         f"{'policy':<12}{'SLO attainment':>15}{'goodput req/s':>15}{'GPU-hours':>11}"
         f"{'vs oracle':>11}{'scale events':>14}",

@@ -2,7 +2,7 @@
 
 The public traces (Azure LLM inference 2023/2024, BurstGPT, Mooncake) cannot be downloaded
 here, so the built-in ones reproduce their shapes at a modest scale (30 simulated minutes,
-a few to tens of req/s) and the Azure CSV format is read as given:
+a 2-hour "day" for `diurnal`, a few to tens of req/s) and the Azure CSV format is read as given:
 `TIMESTAMP,ContextTokens,GeneratedTokens` (TIMESTAMP as `2023-11-16 18:15:46.6805900` or
 seconds). Everything is seeded: the same name and seed give the same requests.
 """
@@ -10,6 +10,7 @@ seconds). Everything is seeded: the same name and seed give the same requests.
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import random
 from collections.abc import Callable
@@ -20,6 +21,10 @@ from pathlib import Path
 from tokenfleet.capacity.errors import PlanError
 
 DURATION_S = 1800.0  # 30 simulated minutes: long enough for a 300 s window to matter twice
+# A day compressed into 2 hours (12x): its ramps are still 12x steeper than a real day's,
+# but no longer 48x (a 30-minute day ramped by a replica's worth of load every cold start,
+# which tested the trace's compression, not the policy), and `--policy all` stays ~15 s.
+DAY_S = 7200.0
 # Request sizes of Azure's 2023 "conv" trace (median 1,020 in / 129 out), lognormal tails.
 PROMPT_MEDIAN, PROMPT_SIGMA, PROMPT_MAX = 1020, 0.6, 4096
 OUTPUT_MEDIAN, OUTPUT_SIGMA, OUTPUT_MAX = 129, 0.7, 1024
@@ -38,6 +43,9 @@ class Trace:
     name: str
     requests: tuple[TraceRequest, ...]
     duration: float
+    arrival_cv: float = 1.0
+    """Coefficient of variation of inter-arrival times at a steady rate (Poisson: 1): the
+    capacity the baselines get is measured with arrivals this bursty."""
 
     def rate_per_bucket(self, bucket: float) -> list[float]:
         """Arrivals per second in consecutive buckets of `bucket` seconds."""
@@ -53,8 +61,8 @@ def _steady(t: float) -> float:
 
 
 def _diurnal(t: float) -> float:
-    # A day compressed into 30 minutes: night 6 req/s, midday peak 36 req/s.
-    return 6.0 + 30.0 * (0.5 - 0.5 * math.cos(2 * math.pi * t / DURATION_S))
+    # A day compressed into DAY_S: night 6 req/s, midday peak 36 req/s.
+    return 6.0 + 30.0 * (0.5 - 0.5 * math.cos(2 * math.pi * t / DAY_S))
 
 
 def _spike(t: float) -> float:
@@ -73,6 +81,7 @@ PROFILES: dict[str, Callable[[float], float]] = {
     "spike": _spike,
     "bursty": _bursty,
 }
+DURATIONS: dict[str, float] = {"diurnal": DAY_S}  # the others: DURATION_S
 BURSTY_CV = 2.0  # coefficient of variation of inter-arrivals (Poisson: 1), BurstGPT-like
 
 
@@ -83,15 +92,17 @@ def synthetic(name: str, seed: int = 0) -> Trace:
         )
     rng = random.Random(f"{name}:{seed}")
     profile = PROFILES[name]
-    shape = 1.0 / BURSTY_CV**2 if name == "bursty" else 1.0  # gamma shape; 1 = exponential
-    peak = max(profile(t) for t in range(int(DURATION_S)))
+    cv = BURSTY_CV if name == "bursty" else 1.0
+    shape = 1.0 / cv**2  # gamma shape; 1 = exponential
+    duration = DURATIONS.get(name, DURATION_S)
+    peak = max(profile(t) for t in range(int(duration)))
     requests: list[TraceRequest] = []
     t = 0.0
     while True:
         # Thinning of a gamma renewal process at the peak rate: exact for Poisson, and keeps
         # the burst structure of gamma arrivals while the mean follows the profile.
         t += rng.gammavariate(shape, 1.0 / (shape * peak))
-        if t >= DURATION_S:
+        if t >= duration:
             break
         if rng.random() * peak > profile(t):
             continue
@@ -102,7 +113,7 @@ def synthetic(name: str, seed: int = 0) -> Trace:
             OUTPUT_MAX, max(2, round(rng.lognormvariate(math.log(OUTPUT_MEDIAN), OUTPUT_SIGMA)))
         )
         requests.append(TraceRequest(t, prompt, output))
-    return Trace(name, tuple(requests), DURATION_S)
+    return Trace(name, tuple(requests), duration, cv)
 
 
 def load_csv(path: str | Path) -> Trace:
@@ -135,7 +146,26 @@ def load_csv(path: str | Path) -> Trace:
     start = min(r[0] for r in rows)
     requests = sorted((TraceRequest(t - start, p, o) for t, p, o in rows), key=lambda r: r.at)
     duration = max(r.at for r in requests) + 1.0
-    return Trace(file.name, tuple(requests), duration)
+    return Trace(file.name, tuple(requests), duration, arrival_cv(requests))
+
+
+def arrival_cv(requests: tuple[TraceRequest, ...] | list[TraceRequest]) -> float:
+    """Burstiness of a recorded trace: the CV of inter-arrival gaps, each gap divided by
+    the mean gap of its minute so that a changing rate (a diurnal ramp) does not read as
+    bursts. 1.0 when there are too few requests to say."""
+    by_minute: dict[int, list[float]] = {}
+    for a, b in itertools.pairwise(requests):
+        by_minute.setdefault(int(a.at // 60), []).append(b.at - a.at)
+    scaled = [
+        gap / mean
+        for gaps in by_minute.values()
+        if len(gaps) >= 10 and (mean := sum(gaps) / len(gaps)) > 0
+        for gap in gaps
+    ]
+    if len(scaled) < 100:
+        return 1.0
+    mean = sum(scaled) / len(scaled)
+    return math.sqrt(sum((x - mean) ** 2 for x in scaled) / len(scaled)) / mean
 
 
 def _parse_row(path: str | Path, line: int, row: dict[str, str]) -> tuple[float, int, int]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from tokenfleet.localfleet.emulated import REPO_ROOT
 
 DEFAULT_EXAMPLE = "examples/llama-3.1-8b-l4-autoscale.yaml"
-# Ten times faster than real time: the example's 300 s scale-down window takes 30 s, the
+# Ten times faster than real time: the example's 180 s scale-down window takes 18 s, the
 # 120 s cold start 12 s, and the whole demo stays under 5 minutes on a 2-core machine.
 DEFAULT_TIME_SCALE = 10.0
 

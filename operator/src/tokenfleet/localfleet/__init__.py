@@ -29,5 +29,6 @@ fleet runs as a K-times-faster copy of a real one, every clock in simulated seco
 - the operator runs with `--time-scale K`: its autoscaler's clock and timer, and the PromQL
   windows, are simulated seconds, and measured rates are divided by K.
 Latencies, attainment, queue lengths and KV usage need no conversion. With that, an
-LLMService's windows (60 s up, 300 s down) and the plan's req/s per replica apply as written.
+LLMService's windows (30 s up, 180 s down by default) and the plan's req/s per replica apply
+as written.
 """
