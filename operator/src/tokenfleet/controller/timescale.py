@@ -6,7 +6,7 @@ A time-scaled simulator reports latency histograms in simulated seconds, but Pro
 stamps samples and computes rate() on the wall clock. So the autoscaler runs on simulated
 seconds throughout, and this module converts at the one border, Prometheus:
 - the policy's clock is `SimulatedClock` (K simulated seconds per wall second), so every
-  window in the spec and in PolicyParams (60 s up, 300 s down, 60 s staleness) is simulated;
+  window in the spec and in PolicyParams (60 s up, 180 s down, 60 s staleness) is simulated;
 - the loop sleeps intervalSeconds / K wall seconds (Autoscalers reads options.time_scale);
 - `ScaledSource` evaluates the queries at the matching wall time over window / K wall
   seconds, divides measured rates (requests/s, goodput) by K and multiplies sample ages by K.
