@@ -219,8 +219,11 @@ async def test_autoscale_loop_scales_with_load_and_holds_without_prometheus(
         progress("stage 3 done: SLO kept", loop)
 
         # 4. A step down: the first scale-down waits out the stabilization window, measured
-        # on the operator's clock from the last decision it made under the high load.
-        last_high = _time(loop.autoscaling().get("lastDecisionTime"))
+        # on the operator's clock. The window holds the highest recommendation: the scale-up
+        # to `high` is the last time the recommendation is known to have been `high` (later
+        # decisions under the same load may already have recommended fewer), so no
+        # scale-down may come sooner than one window after it.
+        last_high = _time(loop.autoscaling().get("lastScaleTime"))
         assert last_high is not None
         load.rate = 0.3 * capacity
         holds: set[str] = set()
@@ -234,8 +237,8 @@ async def test_autoscale_loop_scales_with_load_and_holds_without_prometheus(
         await loop.until(scaled_down, "the first scale-down", timeout=WAIT_S * 2)
         first_down = _time(loop.autoscaling().get("lastScaleTime"))
         assert first_down is not None and first_down - last_high >= down_window - interval, (
-            f"scaled down {first_down - last_high if first_down else None} s after the last "
-            f"high decision; the stabilization window is {down_window} s"
+            f"scaled down {first_down - last_high if first_down else None} s after the "
+            f"scale-up; the stabilization window is {down_window} s"
         )
         assert "Stabilizing" in holds, holds
 
