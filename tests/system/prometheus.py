@@ -12,15 +12,15 @@ session fixture, or the context manager for a private server in a module fixture
     def prom(tmp_path_factory):
         with running_prometheus(tmp_path_factory.mktemp("prom")) as server:
             yield server
+
+The server itself (config, process, readiness, target file) is the package's
+`tokenfleet.localfleet.prometheus.LocalPrometheus`, the one `tokenfleet demo` runs; this
+module adds what tests need on top: waiting for scrapes, and query errors as assertions.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -31,25 +31,26 @@ from typing import Any
 import httpx
 import pytest
 
+from tokenfleet.localfleet.prometheus import (
+    LocalPrometheus,
+    free_port,
+    instant_samples,
+    prometheus_binary,
+    write_target_groups,
+)
+
+__all__ = [
+    "SCRAPE_INTERVAL_S",
+    "Prometheus",
+    "Sample",
+    "free_port",
+    "prometheus",
+    "prometheus_binary",
+    "running_prometheus",
+]
+
 SCRAPE_INTERVAL_S = 1.0
-START_TIMEOUT_S = 60.0
-
-
-def prometheus_binary() -> str:
-    """The prometheus executable; a missing one is a setup error, not a reason to skip."""
-    found = os.environ.get("TOKENFLEET_PROMETHEUS") or shutil.which("prometheus")
-    if not found:
-        raise FileNotFoundError(
-            "prometheus binary not found on PATH (Debian package `prometheus`): "
-            "run `make prometheus`, or set TOKENFLEET_PROMETHEUS=/path/to/prometheus"
-        )
-    return found
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+JOB = "tokenfleet"  # the scrape job's name, as queries such as up{job="tokenfleet"} expect
 
 
 @dataclass
@@ -70,18 +71,13 @@ class Prometheus:
     # --- targets -------------------------------------------------------------------------
     def set_targets(self, targets: list[str], labels: dict[str, str] | None = None) -> None:
         """Replace the scraped targets ("host:port"); Prometheus notices the file change."""
-        groups = [{"targets": targets, "labels": labels or {}}] if targets else []
-        tmp = self.targets_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(groups))
-        tmp.replace(self.targets_file)  # atomic: Prometheus never reads half a file
+        self.set_target_groups([(targets, labels or {})])
 
     def set_target_groups(self, groups: list[tuple[list[str], dict[str, str]]]) -> None:
         """Several file_sd groups, each with its own target labels, e.g. one group per
         simulated pod with the labels a PodMonitor would add (llmservice, namespace, pod)."""
         payload = [{"targets": t, "labels": labels} for t, labels in groups if t]
-        tmp = self.targets_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(payload))
-        tmp.replace(self.targets_file)
+        write_target_groups(self.targets_file, payload)
 
     def active_targets(self) -> list[dict[str, Any]]:
         data = self._get("/api/v1/targets", {"state": "active"})
@@ -108,7 +104,7 @@ class Prometheus:
         while time.monotonic() < deadline:
             last = {
                 s.labels.get("instance", ""): s.value
-                for s in self.query('timestamp(up{job="tokenfleet"})')
+                for s in self.query(f'timestamp(up{{job="{JOB}"}})')
             }
             if all(last.get(t, 0.0) > moment for t in targets):
                 return
@@ -121,10 +117,10 @@ class Prometheus:
         params: dict[str, str] = {"query": promql}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        data = self._get("/api/v1/query", params)
-        if data["resultType"] == "scalar":
-            return [Sample({}, float(data["result"][1]))]
-        return [Sample(dict(r["metric"]), float(r["value"][1])) for r in data["result"]]
+        return [
+            Sample(labels, value)
+            for labels, value in instant_samples(self._get("/api/v1/query", params))
+        ]
 
     def scalar(self, promql: str, at: float | None = None) -> float:
         """The single value of a query that must return exactly one sample."""
@@ -134,6 +130,7 @@ class Prometheus:
         return samples[0].value
 
     def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        # A bad query is the test's failure, told as an assertion naming the query.
         resp = self.http.get(path, params=params)
         body = resp.json()
         if resp.status_code != 200 or body.get("status") != "success":
@@ -144,73 +141,22 @@ class Prometheus:
         self.http.close()
 
 
-def _config(targets_file: Path, interval_s: float) -> str:
-    interval = f"{int(interval_s * 1000)}ms"
-    return json.dumps(  # JSON is valid YAML; no yaml dependency needed here
-        {
-            "global": {"scrape_interval": interval, "scrape_timeout": interval},
-            "scrape_configs": [
-                {
-                    "job_name": "tokenfleet",
-                    "file_sd_configs": [{"files": [str(targets_file)], "refresh_interval": "1s"}],
-                }
-            ],
-        },
-        indent=2,
-    )
-
-
 @contextlib.contextmanager
 def running_prometheus(
     workdir: Path, scrape_interval_s: float = SCRAPE_INTERVAL_S
 ) -> Iterator[Prometheus]:
     """Start Prometheus in `workdir` (config, targets file, TSDB, log), stop it afterwards."""
-    binary = prometheus_binary()
-    workdir.mkdir(parents=True, exist_ok=True)
-    targets_file = workdir / "targets.json"
-    targets_file.write_text("[]")
-    config = workdir / "prometheus.yml"
-    config.write_text(_config(targets_file, scrape_interval_s))
-    port = free_port()
-    log = (workdir / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={workdir / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--web.enable-lifecycle",
-            "--log.level=warn",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    server = Prometheus(f"http://127.0.0.1:{port}", targets_file, process)
+    server = LocalPrometheus(workdir, scrape_interval_s, job=JOB)
     try:
-        _wait_ready(server, workdir / "prometheus.log")
-        yield server
+        server.start()
+        assert server.process is not None
+        prom = Prometheus(server.url, server.targets_file, server.process)
+        try:
+            yield prom
+        finally:
+            prom.close()
     finally:
         server.close()
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-        log.close()
-
-
-def _wait_ready(server: Prometheus, log_path: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            tail = log_path.read_text()[-2000:]
-            raise RuntimeError(f"prometheus exited with {server.process.returncode}: {tail}")
-        with contextlib.suppress(httpx.HTTPError):
-            if server.http.get("/-/ready").status_code == 200:
-                return
-        time.sleep(0.1)
-    raise TimeoutError(f"prometheus at {server.url} not ready in {START_TIMEOUT_S} s")
 
 
 @pytest.fixture(scope="session")
@@ -218,7 +164,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
     """One real Prometheus for the session; tests set their own targets."""
     try:
         prometheus_binary()
-    except FileNotFoundError as error:
+    except RuntimeError as error:  # a missing binary is a setup error, not a reason to skip
         pytest.fail(str(error))
     with running_prometheus(tmp_path_factory.mktemp("prometheus")) as server:
         yield server

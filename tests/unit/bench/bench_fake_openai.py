@@ -32,6 +32,9 @@ class FakeOpenAI:
     # again): concurrency tests see the client's limit reached whatever the machine's speed.
     gate_at: int | None = None
     _gate: asyncio.Event | None = None
+    # Drop the connection after this many token chunks, with no end of stream, as a
+    # server stopped mid-stream does; None: stream to the end.
+    close_after: int | None = None
     url: str = ""
     _runner: web.AppRunner | None = None
 
@@ -76,6 +79,10 @@ class FakeOpenAI:
             if chat:  # vLLM opens a chat stream with a role-only delta
                 await self._send(resp, {"choices": [{"delta": {"role": "assistant"}}]})
             for i in range(n):
+                if i == self.close_after:
+                    assert request.transport is not None
+                    request.transport.close()
+                    return resp
                 if i:
                     await asyncio.sleep(self.itl_s)
                 if chat:

@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from bench_fake_openai import FakeOpenAI, fake_in_thread
 
-from tokenfleet.bench.client import BenchConfig, discover_model, run_benchmark
+from tokenfleet.bench.client import BenchConfig, discover_model, run_benchmark, send_one
 from tokenfleet.bench.dataset import DatasetSpec
 from tokenfleet.cli import main
 
@@ -93,6 +94,39 @@ async def test_http_errors_are_failed_requests_with_the_status(server: FakeOpenA
     outputs, _ = await run_benchmark(_cfg(server.url, num_prompts=2))
     assert not any(o.success for o in outputs)
     assert "HTTP 503" in outputs[0].error
+
+
+async def test_server_closing_mid_stream_fails_requests_not_the_run(server: FakeOpenAI) -> None:
+    server.close_after = 2
+    outputs, _ = await run_benchmark(_cfg(server.url, num_prompts=3, max_concurrency=3))
+    assert len(outputs) == 3
+    assert not any(o.success for o in outputs)
+    for o in outputs:
+        assert server.url in o.error
+        assert "payload is not completed" in o.error  # aiohttp's words for a cut stream
+
+
+async def test_connection_torn_down_under_a_stream_is_a_failed_request(
+    server: FakeOpenAI,
+) -> None:
+    """aiohttp raises RuntimeError("Connection closed.") when the connection is closed
+    under a response that is still streaming; that is one failed request, not a crash."""
+
+    async def drop_connection(
+        session: aiohttp.ClientSession, ctx: object, params: aiohttp.TraceRequestEndParams
+    ) -> None:
+        connection = params.response.connection
+        assert connection is not None and connection.protocol is not None
+        connection.protocol.close()  # the headers are in, the body is not
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_end.append(drop_connection)
+    url = server.url + "/v1/completions"
+    body = json.dumps({"prompt": "x", "max_tokens": 5, "stream": True}).encode()
+    async with aiohttp.ClientSession(trace_configs=[trace]) as client:
+        out = await send_one(client, url, body, 3, False, {"Content-Type": "application/json"})
+    assert not out.success
+    assert out.error == f"RuntimeError talking to {url}: Connection closed."
 
 
 async def test_unreachable_server_fails_requests_not_the_run() -> None:

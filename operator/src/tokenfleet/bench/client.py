@@ -149,7 +149,10 @@ async def send_one(
                         if usage.get("prompt_tokens"):
                             # The server's own count beats our word-count estimate.
                             out.prompt_len = int(usage["prompt_tokens"])
-    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError, RuntimeError) as error:
+        # RuntimeError: aiohttp's "Connection closed." when the connection is torn down
+        # under a response still streaming (a replica stopped mid-stream); like any
+        # disconnect, the request failed and the run goes on.
         out.error = f"{type(error).__name__} talking to {url}: {error}"
         return out
     if chunks == 0:

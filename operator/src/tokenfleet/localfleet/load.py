@@ -129,11 +129,8 @@ class LoadGenerator:
         self._busy[base] = self._busy.get(base, 0) + 1
         sent = time.monotonic()
         try:
+            # A pod stopped mid-stream (a scale-down whose drain ran out) is a failed output.
             output = await send_one(client, base + endpoint, body, prompt_len, False, headers)
-        except RuntimeError as error:
-            # aiohttp's "Connection closed." when a pod is stopped mid-stream (a scale-down
-            # whose drain ran out); send_one does not catch that one.
-            output = RequestOutput(prompt_len=prompt_len, error=f"{base}: {error}")
         finally:
             self.in_flight -= 1
             self._busy[base] -= 1

@@ -3,8 +3,8 @@
 File-based service discovery: the kubelet rewrites one JSON file as pods come and go and
 Prometheus follows within a second, no restart. `stop()` / `start()` keep the port and the
 TSDB, so a test can take Prometheus down mid-run and bring the same server back.
-tests/system/prometheus.py is the test tier's fixture for single servers; this one is the
-package's own, because `tokenfleet demo` runs outside pytest.
+`tokenfleet demo` runs outside pytest, so the server lives here; tests/system/prometheus.py
+(the test tier's fixture) starts its servers through this class too.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from tokenfleet.localfleet.procs import spawn, stop
 
 START_TIMEOUT_S = 60.0
 JOB = "engines"
+# A floor so that a time-scaled interval never rounds down to "0ms", which Prometheus
+# refuses as a config error; the fleet itself stays above it (fleet.MIN_SCRAPE_WALL_S).
+MIN_INTERVAL_MS = 100
 
 
 def prometheus_binary() -> str:
@@ -43,10 +46,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def write_target_groups(path: Path, groups: list[dict[str, Any]]) -> None:
+    """Replace the file_sd target groups ([{"targets": [...], "labels": {...}}])."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(groups))
+    tmp.replace(path)  # atomic: Prometheus never reads half a file
+
+
+def instant_samples(data: dict[str, Any]) -> list[tuple[dict[str, str], float]]:
+    """The `data` of an instant query's answer -> [(labels, value)], vector or scalar."""
+    if data["resultType"] == "scalar":
+        return [({}, float(data["result"][1]))]
+    return [(dict(r["metric"]), float(r["value"][1])) for r in data["result"]]
+
+
 class LocalPrometheus:
-    def __init__(self, workdir: Path, scrape_interval_s: float) -> None:
+    def __init__(self, workdir: Path, scrape_interval_s: float, job: str = JOB) -> None:
         self.workdir = workdir
         self.scrape_interval_s = scrape_interval_s
+        self.job = job
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.targets_file = workdir / "targets.json"
@@ -54,12 +72,12 @@ class LocalPrometheus:
         self.http = httpx.Client(base_url=self.url, timeout=10.0, trust_env=False)
 
     def _write_config(self) -> Path:
-        interval = f"{max(int(self.scrape_interval_s * 1000), 100)}ms"
+        interval = f"{max(int(self.scrape_interval_s * 1000), MIN_INTERVAL_MS)}ms"
         config = {
             "global": {"scrape_interval": interval, "scrape_timeout": interval},
             "scrape_configs": [
                 {
-                    "job_name": JOB,
+                    "job_name": self.job,
                     "file_sd_configs": [
                         {"files": [str(self.targets_file)], "refresh_interval": "1s"}
                     ],
@@ -111,9 +129,7 @@ class LocalPrometheus:
 
     def set_targets(self, groups: list[dict[str, Any]]) -> None:
         """Replace the file_sd target groups ([{"targets": [...], "labels": {...}}])."""
-        tmp = self.targets_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(groups))
-        tmp.replace(self.targets_file)  # atomic: Prometheus never reads half a file
+        write_target_groups(self.targets_file, groups)
 
     def query(self, promql: str) -> list[tuple[dict[str, str], float]]:
         """Instant query -> [(labels, value)]; raises httpx.HTTPError when unreachable."""
@@ -121,7 +137,4 @@ class LocalPrometheus:
         body = response.json()
         if response.status_code != 200 or body.get("status") != "success":
             raise RuntimeError(f"PromQL {promql!r}: HTTP {response.status_code} {body}")
-        data = body["data"]
-        if data["resultType"] == "scalar":
-            return [({}, float(data["result"][1]))]
-        return [(dict(r["metric"]), float(r["value"][1])) for r in data["result"]]
+        return instant_samples(body["data"])
