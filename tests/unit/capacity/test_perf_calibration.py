@@ -63,10 +63,11 @@ def test_sharegpt_lengths_are_a_distribution_with_the_stated_means() -> None:
 def test_held_out_error_stays_bounded() -> None:
     outcomes = [run_case(c) for c in CASES]
     held_out = summary(outcomes, "out")
-    # Measured (README "How good are the predictions"): TTFT 12%, TPOT 25%, throughput 16%
-    # median |error|. Bounds leave room for noise, not for a regression.
+    # Measured (README "How good are the predictions"): TTFT 12%, TPOT 20%, throughput 14%
+    # median |error|. The bound is the target for each of the three; the model is
+    # deterministic, so a rise past it is a regression, not noise.
     assert held_out["ttft"][0] <= 0.25
-    assert held_out["tpot"][0] <= 0.30
+    assert held_out["tpot"][0] <= 0.25
     assert held_out["throughput"][0] <= 0.25
     held_in = summary(outcomes, "in")
     assert held_in["tpot"][0] <= 0.10 and held_in["throughput"][0] <= 0.15

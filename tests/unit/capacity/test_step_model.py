@@ -12,7 +12,13 @@ from dataclasses import replace
 import pytest
 
 from tokenfleet.capacity import get_gpu, load_model
-from tokenfleet.capacity.comm import LINKS, allreduce_seconds
+from tokenfleet.capacity.comm import (
+    LINKS,
+    ONE_SHOT,
+    allreduce_seconds,
+    comm_for,
+    one_shot_seconds,
+)
 from tokenfleet.capacity.kernels import KERNELS, format_of, kernel_for
 from tokenfleet.capacity.performance import StepModel, build_step_model
 from tokenfleet.capacity.quantization import weight_format
@@ -72,10 +78,62 @@ def test_allreduce_grows_with_bytes_and_falls_with_bandwidth(link: str) -> None:
     small, large = 64 * 8192 * 2, 8192 * 8192 * 2
     assert allreduce_seconds(large, 8, 100, spec) > allreduce_seconds(small, 8, 100, spec)
     assert allreduce_seconds(large, 8, 400, spec) < allreduce_seconds(large, 8, 100, spec)
-    # The ring moves 2 (n-1)/n of the bytes: TP 2 moves half of what TP 8 moves per byte.
-    bw = allreduce_seconds(large, 2, 100, spec) - spec.latency_s
-    assert bw == pytest.approx((allreduce_seconds(large, 8, 100, spec) - spec.latency_s) * 4 / 7)
+    # The ring moves 2 (n-1)/n of the bytes: TP 2 moves 4/7 of what TP 8 moves per byte ...
+    per_byte_2 = allreduce_seconds(2 * large, 2, 100, spec) - allreduce_seconds(large, 2, 100, spec)
+    per_byte_8 = allreduce_seconds(2 * large, 8, 100, spec) - allreduce_seconds(large, 8, 100, spec)
+    assert per_byte_2 == pytest.approx(per_byte_8 * 4 / 7)
+    # ... and a longer ring has more steps to wait on.
+    assert allreduce_seconds(0, 8, 100, spec) > allreduce_seconds(0, 2, 100, spec) > 0
     assert allreduce_seconds(large, 1, 100, spec) == 0
+
+
+# vLLM's custom all-reduce on H100, microseconds (sgl-project/sglang#2904): the data the
+# one-shot path was fitted to. (TP, bytes, measured us.)
+H100_CUSTOM_AR = [
+    (tp, size, us)
+    for tp, row in (
+        (2, (9.5, 8.8, 8.7, 12.9, 17.7, 26.6)),
+        (4, (9.1, 8.5, 9.2, 20.6, 26.9, 40.2)),
+        (8, (10.1, 9.3, 11.8, 24.1, 30.4, 45.0)),
+    )
+    for size, us in zip((512, 4096, 32768, 262144, 524288, 1048576), row, strict=True)
+]
+
+
+@pytest.mark.parametrize(("tp", "nbytes", "measured_us"), H100_CUSTOM_AR)
+def test_one_shot_allreduce_reproduces_the_published_h100_timings(
+    tp: int, nbytes: int, measured_us: float
+) -> None:
+    assert one_shot_seconds(nbytes, tp, ONE_SHOT["NVLink 4"]) * 1e6 == pytest.approx(
+        measured_us, rel=0.25
+    )
+
+
+def test_decode_takes_the_one_shot_path_and_prefill_the_ring() -> None:
+    h100 = get_gpu("h100-sxm")
+    comm = comm_for(h100, 4, 1, 8, hidden=8192, layers=80)
+    ring = LINKS["NVLink 4"]
+    shot = ONE_SHOT["NVLink 4"]
+    for tokens in (1, 16, 32, 64, 128, 2048, 8192):
+        nbytes = tokens * 8192 * 2
+        one_shot = 160 * one_shot_seconds(nbytes, 4, shot)
+        nccl = 160 * allreduce_seconds(nbytes, 4, 450, ring)
+        assert comm.seconds(tokens) == pytest.approx(min(one_shot, nccl))
+        # Small decode batches take the one-shot path, prefill chunks the ring.
+        assert (one_shot < nccl) is (tokens <= 32)
+    # Decode pays bandwidth too: 64 sequences cost more than one, by the one-shot's bytes.
+    assert comm.seconds(64) > 1.5 * comm.seconds(1)
+    # The switch between the two lines is where the faster path changes: never a jump down.
+    steps = [comm.seconds(t) for t in range(1, 4096, 7)]
+    assert all(b >= a for a, b in zip(steps, steps[1:], strict=False))
+
+
+def test_no_one_shot_path_on_pcie_or_across_nodes() -> None:
+    h100 = get_gpu("h100-sxm")
+    pcie = replace(h100, interconnect="PCIe Gen5", interconnect_gbps=32)
+    assert comm_for(pcie, 4, 1, 8, 8192, 80).tp_one_shot is None
+    assert comm_for(h100, 16, 1, 8, 8192, 80).tp_one_shot is None
+    assert comm_for(h100, 8, 1, 8, 8192, 80).tp_one_shot is ONE_SHOT["NVLink 4"]
 
 
 def test_pcie_vs_nvlink_tp8_prefill_differs_by_the_comm_term() -> None:

@@ -1,15 +1,21 @@
-"""Communication that costs bandwidth: ring all-reduce and pipeline hand-off, per interconnect.
+"""Communication that costs bandwidth: all-reduce and pipeline hand-off, per interconnect.
 
-Ring all-reduce of B bytes over n ranks: latency + 2 (n-1)/n x B / bus bandwidth. Tensor
-parallelism does two per layer (after attention and after the MLP), each of tokens x hidden x
-activation bytes; prefill moves thousands of tokens, so on PCIe GPUs without NVLink it is the
-bandwidth term that dominates, while decode (a few hundred tokens at most) pays mostly latency.
+Tensor parallelism does two all-reduces per layer (after attention and after the MLP), each of
+tokens x hidden x activation bytes. Engines run each one on the faster of two paths:
+- a one-shot "custom" all-reduce over CUDA IPC for small messages on NVLink nodes (vLLM's and
+  SGLang's default below 8 MiB): a low fixed latency but only ~50 GB/s of bus bandwidth;
+- NCCL's ring for everything else: latency = base + 2 (n-1) ring steps x a per-step latency,
+  bandwidth term 2 (n-1)/n x bytes / achieved bus bandwidth.
+Decode messages (a few hundred tokens x hidden) fall on the one-shot path, whose bandwidth, not
+only its latency, is what a 70B model's 160 all-reduces per step cost. Prefill chunks (thousands
+of tokens) take the ring; on PCIe GPUs without NVLink it is the ring's bandwidth term that
+dominates prefill, while decode pays mostly latency.
 A pipeline hand-off sends tokens x hidden x bytes once per stage boundary.
 
-Bandwidths are the catalog's per-GPU, per-direction link numbers (capacity/gpus.py) times the
-share NCCL / RCCL reach; with no public all-reduce data for L4 / A10G / L40S servers in
-perf-data.md, PCIe is modelled from first principles (no P2P through NVLink: the ring runs
-through the PCIe root complex) and says so.
+Every constant names its source. Bandwidths are the catalog's per-GPU, per-direction link
+numbers (capacity/gpus.py) times the share NCCL / RCCL reach; with no public all-reduce data
+for L4 / A10G / L40S servers in perf-data.md, PCIe is modelled from first principles (no P2P
+through NVLink: the ring runs through the PCIe root complex) and says so.
 """
 
 from __future__ import annotations
@@ -18,25 +24,61 @@ from dataclasses import dataclass
 
 from tokenfleet.capacity.gpus import GPU
 
+_NCCL_TUNING = "NCCL src/graph/tuning.cc: Ring/Simple base latency 8.4 us"
+
 
 @dataclass(frozen=True)
 class Link:
-    efficiency: float  # achieved bus bandwidth / catalog link bandwidth
-    latency_s: float  # per collective, small message
+    """NCCL ring all-reduce over one kind of link."""
+
+    efficiency: float  # achieved bus bandwidth / catalog link bandwidth (large messages)
+    step_latency_s: float  # per ring step; an all-reduce over n ranks takes 2 (n-1) steps
+    source: str
+    base_latency_s: float = 8.4e-6  # per collective, whatever the ring's length
+
+
+@dataclass(frozen=True)
+class OneShot:
+    """The engines' custom all-reduce for small messages (CUDA IPC over NVLink)."""
+
+    latency_s: float
+    bus_gbps: float  # bus bandwidth it reaches at 256 KiB - 1 MiB
+    max_bytes: float  # engines fall back to NCCL above this
     source: str
 
 
 LINKS: dict[str, Link] = {
-    "NVLink 3": Link(0.77, 10e-6, "NCCL all_reduce_perf on DGX A100: ~230 of 300 GB/s"),
-    "NVLink 4": Link(0.80, 8e-6, "NCCL all_reduce_perf on DGX H100: ~360 of 450 GB/s"),
-    "NVLink 5": Link(0.80, 8e-6, "prior: as NVLink 4 (NVSwitch generation)"),
-    "PCIe Gen4": Link(
-        0.70, 30e-6, "first principles: x16 Gen4 32 GB/s raw, ring via the root complex"
+    "NVLink 3": Link(
+        0.77, 3.4e-6, "NCCL all_reduce_perf on DGX A100: ~230 of 300 GB/s; " + _NCCL_TUNING
     ),
-    "PCIe Gen5": Link(0.70, 25e-6, "first principles: as Gen4 at twice the rate"),
-    "Infinity Fabric": Link(0.65, 12e-6, "RCCL on MI300X: ~290 of 448 GB/s"),
+    "NVLink 4": Link(
+        0.80, 3.4e-6, "NCCL ring on DGX H100: ~370 of 450 GB/s (nccl-tests#212); " + _NCCL_TUNING
+    ),
+    "NVLink 5": Link(0.80, 3.4e-6, "prior: as NVLink 4 (NVSwitch generation)"),
+    "PCIe Gen4": Link(
+        0.70,
+        5.7e-6,
+        "first principles: x16 Gen4 32 GB/s raw, ring via the root complex; NCCL PCI step 5.7 us",
+    ),
+    "PCIe Gen5": Link(0.70, 5.7e-6, "first principles: as Gen4 at twice the rate"),
+    "Infinity Fabric": Link(
+        0.65, 3.4e-6, "RCCL on MI300X: ~290 of 448 GB/s; latency prior: as NVLink"
+    ),
 }
-NETWORK = Link(0.80, 20e-6, "400 Gb/s RDMA NIC per GPU (InfiniBand / RoCE), NCCL ~80%")
+NETWORK = Link(
+    0.80, 6.6e-6, "400 Gb/s RDMA NIC per GPU (InfiniBand / RoCE), NCCL ~80%; NCCL NET step 6.6 us"
+)
+
+# Fitted to the 18 points (TP 2 / 4 / 8 x 512 B - 1 MiB) of vLLM's custom all-reduce on H100
+# published in sgl-project/sglang#2904 (eager mode), relative least squares: within 25% of
+# each (9.5 / 20.6 / 40.2 us at TP 4 for 512 B / 256 KiB / 1 MiB).
+_H100_ONE_SHOT = OneShot(9.0e-6, 49.0, 8 * 2**20, "sglang#2904: vLLM custom AR on H100, 18 pts")
+ONE_SHOT: dict[str, OneShot] = {
+    "NVLink 4": _H100_ONE_SHOT,
+    "NVLink 5": OneShot(9.0e-6, 49.0, 8 * 2**20, "prior: as NVLink 4"),
+    # The one-shot kernel reads every peer's buffer over the links: bandwidth scales with them.
+    "NVLink 3": OneShot(9.0e-6, 49.0 * 300 / 450, 8 * 2**20, "prior: NVLink 4 x 300/450 GB/s"),
+}
 
 
 def link_of(gpu: GPU) -> Link:
@@ -46,12 +88,38 @@ def link_of(gpu: GPU) -> Link:
     return LINKS["PCIe Gen4"]  # unknown: assume the slowest in-node link we know
 
 
+def one_shot_of(gpu: GPU) -> OneShot | None:
+    """The custom all-reduce engines use on this GPU's links; None on PCIe (vLLM turns it off
+    beyond two PCIe GPUs) and AMD (not modelled)."""
+    for name, shot in ONE_SHOT.items():
+        if gpu.interconnect.startswith(name):
+            return shot
+    return None
+
+
 def allreduce_seconds(nbytes: float, ranks: int, bandwidth_gbps: float, link: Link) -> float:
-    """One ring all-reduce of `nbytes` over `ranks` GPUs on links of `bandwidth_gbps`."""
+    """One NCCL ring all-reduce of `nbytes` over `ranks` GPUs on links of `bandwidth_gbps`."""
     if ranks <= 1:
         return 0.0
     bus = bandwidth_gbps * 1e9 * link.efficiency
-    return link.latency_s + 2 * (ranks - 1) / ranks * nbytes / bus
+    latency = link.base_latency_s + 2 * (ranks - 1) * link.step_latency_s
+    return latency + 2 * (ranks - 1) / ranks * nbytes / bus
+
+
+def one_shot_seconds(nbytes: float, ranks: int, shot: OneShot) -> float:
+    """One custom (one-shot / two-shot) all-reduce of `nbytes` over `ranks` NVLink GPUs."""
+    if ranks <= 1:
+        return 0.0
+    return shot.latency_s + 2 * (ranks - 1) / ranks * nbytes / (shot.bus_gbps * 1e9)
+
+
+@dataclass(frozen=True)
+class _Affine:
+    fixed: float
+    per_token: float
+
+    def at(self, tokens: int) -> float:
+        return self.fixed + self.per_token * tokens
 
 
 @dataclass(frozen=True)
@@ -67,36 +135,55 @@ class Comm:
     tp_link: Link
     pp_bandwidth_gbps: float
     pp_link: Link
+    tp_one_shot: OneShot | None = None  # None: TP across nodes, or no custom all-reduce here
+
+    def _allreduce(self, nbytes: float) -> float:
+        ring = allreduce_seconds(nbytes, self.tp, self.tp_bandwidth_gbps, self.tp_link)
+        shot = self.tp_one_shot
+        if shot is None or nbytes > shot.max_bytes:
+            return ring
+        return min(ring, one_shot_seconds(nbytes, self.tp, shot))
 
     def tp_seconds(self, tokens: int) -> float:
         if self.tp <= 1 or tokens <= 0:
             return 0.0
-        per = allreduce_seconds(
-            tokens * self.hidden * self.act_bytes, self.tp, self.tp_bandwidth_gbps, self.tp_link
-        )
-        return 2 * self.layers * per
+        return 2 * self.layers * self._allreduce(tokens * self.hidden * self.act_bytes)
 
     def pp_seconds(self, tokens: int) -> float:
         if self.pp <= 1 or tokens <= 0:
             return 0.0
         nbytes = tokens * self.hidden * self.act_bytes
-        hop = self.pp_link.latency_s + nbytes / (
+        hop = self.pp_link.base_latency_s + nbytes / (
             self.pp_bandwidth_gbps * 1e9 * self.pp_link.efficiency
         )
         return (self.pp - 1) * hop
 
     def __post_init__(self) -> None:
-        # Both terms are affine in tokens: fixed + per_token x tokens for tokens > 0. Kept
-        # as two numbers so step_seconds (thousands of calls per plan()) pays one multiply.
-        fixed = self.tp_seconds(1) + self.pp_seconds(1)
-        per_token = self.tp_seconds(2) + self.pp_seconds(2) - fixed
-        object.__setattr__(self, "_fixed", fixed - per_token)
-        object.__setattr__(self, "_per_token", per_token)
+        # tp_seconds + pp_seconds is piecewise affine in tokens (the one-shot line below a
+        # switch point, the ring line above it). step_seconds calls this thousands of times per
+        # plan(), so keep both lines and the switch as plain numbers.
+        def line(at: int) -> _Affine:
+            a = self.tp_seconds(at) + self.pp_seconds(at)
+            b = self.tp_seconds(at + 1) + self.pp_seconds(at + 1)
+            return _Affine(a - (b - a) * at, b - a)
+
+        small = line(1)
+        large = line(1 << 20)
+        switch = 1 << 20  # tokens: past any step an engine runs
+        if large.per_token < small.per_token:
+            switch = int((large.fixed - small.fixed) / (small.per_token - large.per_token))
+        if self.tp_one_shot is not None:
+            switch = min(switch, int(self.tp_one_shot.max_bytes / (self.hidden * self.act_bytes)))
+        object.__setattr__(self, "_small", small)
+        object.__setattr__(self, "_large", large)
+        object.__setattr__(self, "_switch", max(switch, 0))
 
     def seconds(self, tokens: int) -> float:
         if tokens <= 0:
             return 0.0
-        return self._fixed + self._per_token * tokens  # type: ignore[attr-defined,no-any-return]
+        if tokens <= self._switch:  # type: ignore[attr-defined]
+            return self._small.at(tokens)  # type: ignore[attr-defined,no-any-return]
+        return self._large.at(tokens)  # type: ignore[attr-defined,no-any-return]
 
 
 def comm_for(gpu: GPU, tp: int, pp: int, per_node: int, hidden: int, layers: int) -> Comm:
@@ -115,4 +202,5 @@ def comm_for(gpu: GPU, tp: int, pp: int, per_node: int, hidden: int, layers: int
         tp_link=NETWORK if tp_multi_node else link,
         pp_bandwidth_gbps=gpu.internode_gbps if pp_multi_node else gpu.interconnect_gbps,
         pp_link=NETWORK if pp_multi_node else link,
+        tp_one_shot=None if tp_multi_node else one_shot_of(gpu),
     )
