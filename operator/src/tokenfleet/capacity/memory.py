@@ -85,13 +85,22 @@ def weights_per_stage(arch: ModelArch, fmt: WeightFormat, tp: int, pp: int) -> l
     return stages
 
 
+def moe_workspace_per_token(hidden: int, expert_intermediate: int, tp: int, topk: int) -> float:
+    """Elements per token of vLLM's fused-MoE workspaces (TritonExperts.workspace_shapes):
+    workspace13 (topk x max(I/tp, hidden), reused for the output) and workspace2 (topk x
+    max(2 I/tp, hidden)) are live at once. Fine-grained experts (I/tp below hidden, e.g.
+    DeepSeek-V3 at TP 8) make both hidden-wide: twice what gate/up + activation would take."""
+    shard = expert_intermediate / tp
+    return topk * (max(shard, hidden) + max(2 * shard, hidden))
+
+
 def activation_bytes(
     arch: ModelArch, profile: EngineProfile, tp: int, s: Settings, last_stage: bool, act_b: float
 ) -> float:
     """Peak activation of the engine's profile run on one rank."""
     if arch.moe:
         m = arch.moe
-        mlp = m.experts_per_token * (3 * m.expert_intermediate / tp + arch.hidden)
+        mlp = moe_workspace_per_token(arch.hidden, m.expert_intermediate, tp, m.experts_per_token)
         mlp = max(mlp, 3 * arch.intermediate / tp) if m.first_dense_layers else mlp
     else:
         mlp = 3 * arch.intermediate / tp
