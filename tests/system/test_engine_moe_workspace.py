@@ -12,12 +12,11 @@ import json
 import subprocess
 
 import pytest
+from real_vllm import engines_python
 
 from tokenfleet.capacity import load_model
 from tokenfleet.capacity.catalog import catalog_ids
 from tokenfleet.capacity.memory import moe_workspace_per_token
-
-from real_vllm import engines_python
 
 SCRIPT = r"""
 import json, sys
