@@ -53,10 +53,12 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
         step_seconds: float | None = None,
         policy: Policy | None = None,
         autoscaler: dict[str, Any] | None = None,
+        liveness: str | None = None,
         **options: Any,
     ) -> RunningOperator:
         """`autoscaler`: keyword arguments of Autoscalers (source=, decide=, clock=) and
-        `url=`: the injected signals source and policy of the wiring tests."""
+        `url=`: the injected signals source and policy of the wiring tests. `liveness`:
+        kopf's /healthz URL (off by default)."""
         credentials = Credentials()
         reconciler = Reconciler(
             KubeClient(credentials.current, discovery_ttl=0.5),
@@ -77,7 +79,7 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
         opts = Options(**options)
         drift = Drift(reconciler, opts.resync_seconds, opts.recheck_seconds)
         registry = build_registry(reconciler, credentials, opts, drift=drift, autoscalers=scalers)
-        handle = RunningOperator(reconciler, registry, peering, priority)
+        handle = RunningOperator(reconciler, registry, peering, priority, liveness)
         handle.drift = drift
         handle.autoscalers = scalers  # type: ignore[attr-defined]
         running.append(handle)

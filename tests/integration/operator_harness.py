@@ -37,9 +37,11 @@ class RunningOperator:
         registry: kopf.OperatorRegistry,
         peering: str | None = None,
         priority: int = 0,
+        liveness: str | None = None,
     ) -> None:
         self.peering = peering
         self.priority = priority
+        self.liveness = liveness  # kopf's /healthz URL, as `tokenfleet operator --liveness`
         self.reconciler = reconciler
         self.metrics = reconciler.metrics
         self.drift: Any = None  # the Drift of its registry, when the fixture passed one
@@ -59,6 +61,7 @@ class RunningOperator:
                     clusterwide=True,
                     stop_flag=self.stop_flag,
                     ready_flag=self.ready,
+                    liveness_endpoint=self.liveness,
                 )
             )
         except BaseException as error:  # surfaced by the tests via .error

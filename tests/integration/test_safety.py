@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import socket
 import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
 import kopf
 import yaml
 from kmock_cluster import LWS, Cluster
@@ -132,6 +134,40 @@ async def test_a_plan_past_its_time_limit_is_abandoned_and_stalls_nobody(
         assert not cluster.get(DEPLOYMENTS, NAMESPACE, "stuck")
     finally:
         release.set()
+
+
+async def test_healthz_answers_while_a_plan_runs(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """plan() and render run on a worker thread: kopf's liveness endpoint, served by the
+    operator's event loop, answers while one is busy (here: held until the probe is done),
+    so a slow spec never gets the operator restarted by its livenessProbe."""
+    started, release = threading.Event(), threading.Event()
+    pipeline = Pipeline.default()
+    real_plan = pipeline.plan
+
+    def plan(request: Any) -> Any:
+        if request.arch.name == "acme/llama-3.1-8b-support-ft":
+            started.set()
+            release.wait(60)
+        return real_plan(request)
+
+    with socket.socket() as probe_port:
+        probe_port.bind(("127.0.0.1", 0))
+        port = probe_port.getsockname()[1]
+    health = f"http://127.0.0.1:{port}/healthz"
+    await start_operator(dataclasses.replace(pipeline, plan=plan), liveness=health)
+    try:
+        await create(cluster, inline_config("busy"))
+        assert await asyncio.to_thread(started.wait, 30), "the plan never started"
+        async with httpx.AsyncClient() as client:
+            response = await client.get(health, timeout=10)
+        assert response.status_code == 200
+        assert not release.is_set()  # answered while the plan was still running
+    finally:
+        release.set()
+    # Once the plan ends, the reconcile finishes as usual.
+    await eventually(lambda: cluster.get(DEPLOYMENTS, NAMESPACE, "busy"), what="its Deployment")
 
 
 # --- 3. prune what is no longer rendered ---------------------------------------------------
