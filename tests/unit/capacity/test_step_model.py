@@ -15,10 +15,12 @@ import pytest
 from tokenfleet.capacity import get_gpu, load_model
 from tokenfleet.capacity.comm import (
     LINKS,
+    NETWORK,
     ONE_SHOT,
     allreduce_seconds,
     comm_for,
     one_shot_seconds,
+    ring_seconds,
 )
 from tokenfleet.capacity.kernels import KERNELS, format_of, kernel_for
 from tokenfleet.capacity.performance import StepModel, build_step_model
@@ -118,7 +120,7 @@ def test_decode_takes_the_one_shot_path_and_prefill_the_ring() -> None:
     for tokens in (1, 16, 32, 64, 128, 2048, 8192):
         nbytes = tokens * 8192 * 2
         one_shot = 160 * one_shot_seconds(nbytes, 4, shot)
-        nccl = 160 * allreduce_seconds(nbytes, 4, 450, ring)
+        nccl = 160 * ring_seconds(nbytes, 4, 450, ring)
         assert comm.seconds(tokens) == pytest.approx(min(one_shot, nccl))
         # Small decode batches take the one-shot path, prefill chunks the ring.
         assert (one_shot < nccl) is (tokens <= 32)
@@ -127,6 +129,24 @@ def test_decode_takes_the_one_shot_path_and_prefill_the_ring() -> None:
     # The switch between the two lines is where the faster path changes: never a jump down.
     steps = [comm.seconds(t) for t in range(1, 4096, 7)]
     assert all(b >= a for a, b in pairwise(steps))
+
+
+def test_nccl_takes_ll_for_small_messages_and_simple_for_large() -> None:
+    pcie = LINKS["PCIe Gen4"]
+    small, large = 2 * 8192 * 2, 8192 * 8192 * 2  # a 2-sequence decode step, a prefill chunk
+    for nbytes, protocol in ((small, "ll"), (large, "simple")):
+        assert allreduce_seconds(nbytes, 4, 32, pcie) == ring_seconds(
+            nbytes, 4, 32, pcie, 1, protocol
+        )
+    assert ring_seconds(0, 4, 32, pcie, 1, "ll") < ring_seconds(0, 4, 32, pcie, 1, "simple")
+
+
+def test_a_ring_across_nodes_pays_the_network_on_its_inter_node_steps_only() -> None:
+    nvlink = LINKS["NVLink 4"]
+    two_nodes = ring_seconds(0, 16, 50, nvlink, nodes=2)
+    one_node = ring_seconds(0, 16, 50, nvlink, nodes=1)
+    # 30 steps: 4 cross the network (2 x nodes), 26 stay on NVLink.
+    assert two_nodes - one_node == pytest.approx(4 * (NETWORK.simple_step_s - nvlink.simple_step_s))
 
 
 def test_no_one_shot_path_on_pcie_or_across_nodes() -> None:

@@ -1,15 +1,17 @@
 """Communication that costs bandwidth: all-reduce and pipeline hand-off, per interconnect.
 
 Tensor parallelism does two all-reduces per layer (after attention and after the MLP), each of
-tokens x hidden x activation bytes. Engines run each one on the faster of two paths:
-- a one-shot "custom" all-reduce over CUDA IPC for small messages on NVLink nodes (vLLM's and
-  SGLang's default below 8 MiB): a low fixed latency but only ~50 GB/s of bus bandwidth;
-- NCCL's ring for everything else: latency = base + 2 (n-1) ring steps x a per-step latency,
-  bandwidth term 2 (n-1)/n x bytes / achieved bus bandwidth.
+tokens x hidden x activation bytes. Each takes the faster of two paths:
+- on NVLink nodes, below 8 MiB: the engines' own one-shot "custom" all-reduce over CUDA IPC
+  (vLLM's and SGLang's default), a low fixed latency but only ~50 GB/s of bus bandwidth;
+- NCCL's ring: latency = base + 2 (n-1) ring steps x a per-step latency, bandwidth term
+  2 (n-1)/n x bytes / achieved bus bandwidth, in the protocol NCCL picks (LL: low latency, a
+  quarter of the bandwidth; Simple: the link's bandwidth after a higher latency). A ring
+  across nodes crosses the network 2 x nodes times and runs at the NIC's bandwidth.
 Decode messages (a few hundred tokens x hidden) fall on the one-shot path, whose bandwidth, not
 only its latency, is what a 70B model's 160 all-reduces per step cost. Prefill chunks (thousands
-of tokens) take the ring; on PCIe GPUs without NVLink it is the ring's bandwidth term that
-dominates prefill, while decode pays mostly latency.
+of tokens) take the Simple ring; on PCIe GPUs without NVLink it is the ring's bandwidth term
+that dominates prefill, while decode pays mostly latency.
 A pipeline hand-off sends tokens x hidden x bytes once per stage boundary.
 
 Every constant names its source. Bandwidths are the catalog's per-GPU, per-direction link
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from tokenfleet.capacity.gpus import GPU
 
-_NCCL_TUNING = "NCCL src/graph/tuning.cc: Ring/Simple base latency 8.4 us"
+_NCCL_TUNING = "NCCL src/graph/tuning.cc (ring latency per step, by protocol)"
 
 
 @dataclass(frozen=True)
@@ -32,9 +34,9 @@ class Link:
     """NCCL ring all-reduce over one kind of link."""
 
     efficiency: float  # achieved bus bandwidth / catalog link bandwidth (large messages)
-    step_latency_s: float  # per ring step; an all-reduce over n ranks takes 2 (n-1) steps
+    simple_step_s: float  # per ring step, Simple protocol (large messages)
+    ll_step_s: float  # per ring step, LL protocol (small messages)
     source: str
-    base_latency_s: float = 8.4e-6  # per collective, whatever the ring's length
 
 
 @dataclass(frozen=True)
@@ -47,31 +49,43 @@ class OneShot:
     source: str
 
 
+# NCCL's ring protocols: Simple reaches the link's bandwidth after a higher fixed latency; LL
+# (8-byte stores carrying 4 bytes of data and a flag) has the lowest latency and a quarter of
+# the bus bandwidth for an all-reduce. NCCL picks per message by this same model.
+SIMPLE_BASE_S, LL_BASE_S, LL_BANDWIDTH_SHARE = 8.4e-6, 6.6e-6, 0.25
+
 LINKS: dict[str, Link] = {
     "NVLink 3": Link(
-        0.77, 3.4e-6, "NCCL all_reduce_perf on DGX A100: ~230 of 300 GB/s; " + _NCCL_TUNING
+        0.77, 3.4e-6, 0.6e-6, "NCCL all_reduce_perf on DGX A100: ~230 of 300 GB/s; " + _NCCL_TUNING
     ),
     "NVLink 4": Link(
-        0.80, 3.4e-6, "NCCL ring on DGX H100: ~370 of 450 GB/s (nccl-tests#212); " + _NCCL_TUNING
+        0.80,
+        3.4e-6,
+        0.6e-6,
+        "NCCL ring on DGX H100: ~370 of 450 GB/s (nccl-tests#212); " + _NCCL_TUNING,
     ),
-    "NVLink 5": Link(0.80, 3.4e-6, "prior: as NVLink 4 (NVSwitch generation)"),
+    "NVLink 5": Link(0.80, 3.4e-6, 0.6e-6, "prior: as NVLink 4 (NVSwitch generation)"),
     "PCIe Gen4": Link(
         0.70,
         5.7e-6,
-        "first principles: x16 Gen4 32 GB/s raw, ring via the root complex; NCCL PCI step 5.7 us",
+        1.0e-6,
+        "first principles: x16 Gen4 32 GB/s raw, ring via the root complex; " + _NCCL_TUNING,
     ),
-    "PCIe Gen5": Link(0.70, 5.7e-6, "first principles: as Gen4 at twice the rate"),
+    "PCIe Gen5": Link(0.70, 5.7e-6, 1.0e-6, "first principles: as Gen4 at twice the rate"),
     "Infinity Fabric": Link(
-        0.65, 3.4e-6, "RCCL on MI300X: ~290 of 448 GB/s; latency prior: as NVLink"
+        0.65, 3.4e-6, 0.6e-6, "RCCL on MI300X: ~290 of 448 GB/s; latency prior: as NVLink"
     ),
 }
 NETWORK = Link(
-    0.80, 6.6e-6, "400 Gb/s RDMA NIC per GPU (InfiniBand / RoCE), NCCL ~80%; NCCL NET step 6.6 us"
+    0.80,
+    14.0e-6,
+    2.7e-6,
+    "400 Gb/s RDMA NIC per GPU (InfiniBand / RoCE), NCCL ~80%; " + _NCCL_TUNING,
 )
 
 # Fitted to the 18 points (TP 2 / 4 / 8 x 512 B - 1 MiB) of vLLM's custom all-reduce on H100
 # published in sgl-project/sglang#2904 (eager mode), relative least squares: within 25% of
-# each (9.5 / 20.6 / 40.2 us at TP 4 for 512 B / 256 KiB / 1 MiB).
+# each (9.1 / 20.6 / 40.2 us at TP 4 for 512 B / 256 KiB / 1 MiB).
 _H100_ONE_SHOT = OneShot(9.0e-6, 49.0, 8 * 2**20, "sglang#2904: vLLM custom AR on H100, 18 pts")
 ONE_SHOT: dict[str, OneShot] = {
     "NVLink 4": _H100_ONE_SHOT,
@@ -97,13 +111,38 @@ def one_shot_of(gpu: GPU) -> OneShot | None:
     return None
 
 
-def allreduce_seconds(nbytes: float, ranks: int, bandwidth_gbps: float, link: Link) -> float:
-    """One NCCL ring all-reduce of `nbytes` over `ranks` GPUs on links of `bandwidth_gbps`."""
+def ring_seconds(
+    nbytes: float,
+    ranks: int,
+    bandwidth_gbps: float,
+    link: Link,
+    nodes: int = 1,
+    protocol: str = "simple",
+) -> float:
+    """One NCCL ring all-reduce of `nbytes` over `ranks` GPUs in one protocol. The ring takes
+    2 (n-1) steps; across `nodes` nodes, 2 x nodes of them cross the network (NCCL's model),
+    whose bandwidth (`bandwidth_gbps`: the NIC's) is then the bottleneck."""
     if ranks <= 1:
         return 0.0
-    bus = bandwidth_gbps * 1e9 * link.efficiency
-    latency = link.base_latency_s + 2 * (ranks - 1) * link.step_latency_s
+    simple = protocol == "simple"
+    steps = 2 * (ranks - 1)
+    inter = 2 * nodes if nodes > 1 else 0
+    latency = SIMPLE_BASE_S if simple else LL_BASE_S
+    latency += (steps - inter) * (link.simple_step_s if simple else link.ll_step_s)
+    latency += inter * (NETWORK.simple_step_s if simple else NETWORK.ll_step_s)
+    efficiency = NETWORK.efficiency if nodes > 1 else link.efficiency
+    bus = bandwidth_gbps * 1e9 * efficiency * (1.0 if simple else LL_BANDWIDTH_SHARE)
     return latency + 2 * (ranks - 1) / ranks * nbytes / bus
+
+
+def allreduce_seconds(
+    nbytes: float, ranks: int, bandwidth_gbps: float, link: Link, nodes: int = 1
+) -> float:
+    """One NCCL all-reduce: the faster of its LL and Simple rings, as NCCL's tuner picks."""
+    return min(
+        ring_seconds(nbytes, ranks, bandwidth_gbps, link, nodes, "simple"),
+        ring_seconds(nbytes, ranks, bandwidth_gbps, link, nodes, "ll"),
+    )
 
 
 def one_shot_seconds(nbytes: float, ranks: int, shot: OneShot) -> float:
@@ -136,13 +175,20 @@ class Comm:
     pp_bandwidth_gbps: float
     pp_link: Link
     tp_one_shot: OneShot | None = None  # None: TP across nodes, or no custom all-reduce here
+    tp_nodes: int = 1  # nodes a TP group spans (its ring crosses the network 2 x nodes times)
 
     def _allreduce(self, nbytes: float) -> float:
-        ring = allreduce_seconds(nbytes, self.tp, self.tp_bandwidth_gbps, self.tp_link)
         shot = self.tp_one_shot
-        if shot is None or nbytes > shot.max_bytes:
-            return ring
-        return min(ring, one_shot_seconds(nbytes, self.tp, shot))
+        if shot is None:
+            return allreduce_seconds(
+                nbytes, self.tp, self.tp_bandwidth_gbps, self.tp_link, self.tp_nodes
+            )
+        # On NVLink the engine's own kernel replaces NCCL's small-message protocols below its
+        # size limit; NCCL's Simple ring is the faster path only past the measured range.
+        simple = ring_seconds(nbytes, self.tp, self.tp_bandwidth_gbps, self.tp_link)
+        if nbytes > shot.max_bytes:
+            return simple
+        return min(simple, one_shot_seconds(nbytes, self.tp, shot))
 
     def tp_seconds(self, tokens: int) -> float:
         if self.tp <= 1 or tokens <= 0:
@@ -153,15 +199,17 @@ class Comm:
         if self.pp <= 1 or tokens <= 0:
             return 0.0
         nbytes = tokens * self.hidden * self.act_bytes
-        hop = self.pp_link.base_latency_s + nbytes / (
-            self.pp_bandwidth_gbps * 1e9 * self.pp_link.efficiency
+        hop = (
+            SIMPLE_BASE_S
+            + self.pp_link.simple_step_s
+            + nbytes / (self.pp_bandwidth_gbps * 1e9 * self.pp_link.efficiency)
         )
         return (self.pp - 1) * hop
 
     def __post_init__(self) -> None:
-        # tp_seconds + pp_seconds is piecewise affine in tokens (the one-shot line below a
-        # switch point, the ring line above it). step_seconds calls this thousands of times per
-        # plan(), so keep both lines and the switch as plain numbers.
+        # tp_seconds + pp_seconds is piecewise affine in tokens: the low-latency line (one-shot
+        # or NCCL LL) below a switch point, the Simple ring above it. step_seconds calls this
+        # thousands of times per plan(), so keep both lines and the switch as plain numbers.
         def line(at: int) -> _Affine:
             a = self.tp_seconds(at) + self.pp_seconds(at)
             b = self.tp_seconds(at + 1) + self.pp_seconds(at + 1)
@@ -187,10 +235,10 @@ class Comm:
 
 
 def comm_for(gpu: GPU, tp: int, pp: int, per_node: int, hidden: int, layers: int) -> Comm:
-    """TP inside a node runs on the GPU link; TP across nodes and PP hops between nodes run
-    on the network."""
+    """TP inside a node runs on the GPU link; a TP group across nodes is bounded by the network
+    (its ring crosses it), and so are PP hops between nodes."""
     link = link_of(gpu)
-    tp_multi_node = tp > per_node
+    tp_nodes = -(-tp // per_node)
     pp_multi_node = tp * pp > per_node
     return Comm(
         tp=tp,
@@ -198,9 +246,10 @@ def comm_for(gpu: GPU, tp: int, pp: int, per_node: int, hidden: int, layers: int
         hidden=hidden,
         layers=layers,
         act_bytes=2.0,  # activations stay bf16 under every weight format
-        tp_bandwidth_gbps=gpu.internode_gbps if tp_multi_node else gpu.interconnect_gbps,
-        tp_link=NETWORK if tp_multi_node else link,
+        tp_bandwidth_gbps=gpu.internode_gbps if tp_nodes > 1 else gpu.interconnect_gbps,
+        tp_link=link,
         pp_bandwidth_gbps=gpu.internode_gbps if pp_multi_node else gpu.interconnect_gbps,
         pp_link=NETWORK if pp_multi_node else link,
-        tp_one_shot=None if tp_multi_node else one_shot_of(gpu),
+        tp_one_shot=None if tp_nodes > 1 else one_shot_of(gpu),
+        tp_nodes=tp_nodes,
     )
