@@ -26,13 +26,13 @@ def _at_rate(p: Plan, rate: float) -> LoadStats:
 
     req = p.request
     assert req is not None
-    replica = Replica(
+    replica = Replica.of(
+        p.engine,
         p.kv_cache_tokens,
         p.max_num_seqs,
         p.max_num_batched_tokens,
         p.max_model_len,
-        block_size=1 if p.engine == "sglang" else 16,
-        mixed_prefill=p.engine != "sglang",
+        p.pipeline_parallel_size,
     )
     e2e_s = (p.predicted.ttft_ms + p.predicted.tpot_ms * req.output_tokens) / 1e3
     slo = (req.ttft_slo_ms / 1e3, req.tpot_slo_ms / 1e3)

@@ -76,24 +76,55 @@ class Replica:
     max_model_len: int
     block_size: int = 16  # vLLM's; SGLang pages by 1 token
     mixed_prefill: bool = True  # vLLM V1's; SGLang runs prefill batches apart (core.py)
+    # Micro-batches in flight at once: pipeline parallelism keeps one per stage (vLLM V1's
+    # batch queue, SGLang's PP micro-batches), each running the whole pipeline in turn.
+    pipeline_lanes: int = 1
+
+    @classmethod
+    def of(
+        cls,
+        engine: str,
+        kv_cache_tokens: int,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        max_model_len: int,
+        pipeline_parallel_size: int = 1,
+    ) -> Replica:
+        sglang = engine == "sglang"
+        return cls(
+            kv_cache_tokens,
+            max_num_seqs,
+            max_num_batched_tokens,
+            max_model_len,
+            block_size=1 if sglang else 16,
+            mixed_prefill=not sglang,
+            pipeline_lanes=max(1, pipeline_parallel_size),
+        )
 
 
 def lockstep(
     replica: Replica, timer: StepTimer, running: int, request_tokens: int
 ) -> tuple[StepTimer, SchedulerConfig, int]:
-    w = max(1, math.ceil(running / MAX_SIMULATED))
-    # A 1/w share of the cache must still hold a request; never scale past that.
-    w = max(1, min(w, replica.kv_cache_tokens // max(2 * request_tokens, 1)))
-    kv = replica.kv_cache_tokens // w
+    """The scheduler run that stands for the replica, and the factor its load and throughput
+    scale by. Pipeline lanes are independent: each holds 1/lanes of the running requests,
+    cache and batch, with a full token budget per micro-batch, and its steps take the whole
+    pipeline's time (StepModel sums the stages), while the stages overlap across lanes.
+    Within a lane, w lockstep copies stand for large loads."""
+    need = max(2 * request_tokens, 1)
+    lanes = max(1, min(replica.pipeline_lanes, running, replica.kv_cache_tokens // need))
+    w = max(1, math.ceil(running / lanes / MAX_SIMULATED))
+    # A 1/w share of the lane's cache must still hold a request; never scale past that.
+    w = max(1, min(w, replica.kv_cache_tokens // lanes // need))
+    kv = replica.kv_cache_tokens // (w * lanes)
     config = SchedulerConfig(
         kv_cache_tokens=kv,
-        max_num_seqs=max(1, replica.max_num_seqs // w),
+        max_num_seqs=max(1, replica.max_num_seqs // (w * lanes)),
         max_num_batched_tokens=max(1, replica.max_num_batched_tokens // w),
         max_model_len=min(replica.max_model_len, kv // replica.block_size * replica.block_size),
         block_size=replica.block_size,
         mixed_prefill=replica.mixed_prefill,
     )
-    return (ScaledTimer(timer, w) if w > 1 else timer), config, w
+    return (ScaledTimer(timer, w) if w > 1 else timer), config, w * lanes
 
 
 def unscale(stats: LoadStats, w: int) -> LoadStats:

@@ -123,7 +123,7 @@ CASES: tuple[PerfCase, ...] = (
              note="--async-scheduling"),
     PerfCase(14, "out", "vllm", "0.10.2", "openai/gpt-oss-120b", "h100-sxm", 1,
              Load("offline", 0, 1000), sharegpt=OSS, pp=2, output_tok_s=5337.65,
-             total_tok_s=11198.56, note="PP 2: micro-batch pipelining is not modelled"),
+             total_tok_s=11198.56, note="PP 2: two micro-batches in flight"),
     PerfCase(15, "out", "vllm", "0.11.0", "openai/gpt-oss-20b", "a100-80gb", 1,
              Load("offline", 0, 1000), sharegpt=OSS, output_tok_s=4620.12, total_tok_s=9743.28),
     PerfCase(17, "out", "vllm", "0.11.0", "openai/gpt-oss-20b", "a100-80gb", 1,
@@ -236,13 +236,13 @@ def run_case(case: PerfCase) -> Outcome:
         )
     )
     timer: StepModel = step_model(p)
-    replica = load.Replica(
+    replica = load.Replica.of(
+        case.engine,
         p.kv_cache_tokens,
         p.max_num_seqs,
         p.max_num_batched_tokens,
         p.max_model_len,
-        block_size=1 if case.engine == "sglang" else 16,
-        mixed_prefill=case.engine != "sglang",
+        case.pp,
     )
     return Outcome(case, p, _run(case, timer, replica, shapes))
 

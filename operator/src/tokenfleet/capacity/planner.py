@@ -446,14 +446,7 @@ def plan(req: PlanRequest) -> Plan:
     gpus = _gpus(ev)
     step = _step_model(ctx, ev)
     slots = min(max_seqs, ev.kv_tokens // max(request_tokens, 1))
-    replica = Replica(
-        ev.kv_tokens,
-        max_seqs,
-        ctx.batched,
-        max_len,
-        block_size=1 if req.engine == "sglang" else 16,
-        mixed_prefill=req.engine != "sglang",
-    )
+    replica = Replica.of(req.engine, ev.kv_tokens, max_seqs, ctx.batched, max_len, ev.layout.pp)
     prediction = predict_under_load(
         step,
         replica,
