@@ -54,11 +54,13 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
         policy: Policy | None = None,
         autoscaler: dict[str, Any] | None = None,
         liveness: str | None = None,
+        namespaces: list[str] | None = None,
         **options: Any,
     ) -> RunningOperator:
         """`autoscaler`: keyword arguments of Autoscalers (source=, decide=, clock=) and
         `url=`: the injected signals source and policy of the wiring tests. `liveness`:
-        kopf's /healthz URL (off by default)."""
+        kopf's /healthz URL (off by default). `namespaces`: watch only these (as
+        `tokenfleet operator --namespace`), else every namespace."""
         credentials = Credentials()
         reconciler = Reconciler(
             KubeClient(credentials.current, discovery_ttl=0.5),
@@ -76,10 +78,10 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
             scalers = Autoscalers(
                 reconciler.kube, reconciler.metrics, AutoscalerOptions(url), **extra
             )
-        opts = Options(**options)
+        opts = Options(namespaces=tuple(namespaces or ()), **options)
         drift = Drift(reconciler, opts.resync_seconds, opts.recheck_seconds)
         registry = build_registry(reconciler, credentials, opts, drift=drift, autoscalers=scalers)
-        handle = RunningOperator(reconciler, registry, peering, priority, liveness)
+        handle = RunningOperator(reconciler, registry, peering, priority, liveness, namespaces)
         handle.drift = drift
         handle.autoscalers = scalers  # type: ignore[attr-defined]
         running.append(handle)

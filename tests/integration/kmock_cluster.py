@@ -50,11 +50,13 @@ BUILTIN = (
     ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget", True),
     (LLMSERVICES, "LLMService", True),
 )
-PEERINGS = "kopf.dev/v1/clusterkopfpeerings"
+PEERINGS = "kopf.dev/v1/clusterkopfpeerings"  # a cluster-wide operator's leader election
+NS_PEERINGS = "kopf.dev/v1/kopfpeerings"  # a namespaced operator's
 OPTIONAL = {
     LWS: ("LeaderWorkerSet", True),
     PODMONITORS: ("PodMonitor", False),
     PEERINGS: ("ClusterKopfPeering", False),
+    NS_PEERINGS: ("KopfPeering", False),
 }
 VERBS = {"create", "delete", "get", "list", "patch", "update", "watch"}
 SCALABLE = {"deployments", "llmservices"}  # kinds with a scale subresource

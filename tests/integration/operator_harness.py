@@ -38,8 +38,10 @@ class RunningOperator:
         peering: str | None = None,
         priority: int = 0,
         liveness: str | None = None,
+        namespaces: list[str] | None = None,
     ) -> None:
         self.peering = peering
+        self.namespaces = namespaces  # None: cluster-wide (the default), else these only
         self.priority = priority
         self.liveness = liveness  # kopf's /healthz URL, as `tokenfleet operator --liveness`
         self.reconciler = reconciler
@@ -58,7 +60,8 @@ class RunningOperator:
                     standalone=self.peering is None,
                     peering_name=self.peering,
                     priority=self.priority,
-                    clusterwide=True,
+                    clusterwide=self.namespaces is None,
+                    namespaces=self.namespaces or (),
                     stop_flag=self.stop_flag,
                     ready_flag=self.ready,
                     liveness_endpoint=self.liveness,

@@ -1,8 +1,13 @@
 """The chart's RBAC is exactly what the operator uses: every request the real operator
 (kopf + our controller, peered as the chart runs it) sends to the emulated apiserver is
 recorded as (apiGroup, resource[/subresource], verb), and compared with the rules of the
-chart's ClusterRole (charts/tokenfleet/files/rbac-rules.yaml, as templates/rbac.yaml uses
-them). A verb the code calls that the Role lacks fails; so does a granted verb never used.
+chart's roles (charts/tokenfleet/files/rbac-rules.yaml, as templates/rbac.yaml uses them).
+A verb the code calls that the rules lack fails; so does a granted verb never used.
+
+Both of the chart's modes: cluster-wide (a ClusterRole, with the cluster-scoped
+ClusterKopfPeering) and `watchNamespaces` (a Role per namespace, with the namespaced
+KopfPeering). A Role grants nothing outside its namespace, so in that mode every request
+must also name a watched namespace: a cluster-wide list or watch would be refused.
 
 The scenario touches every path that talks to the API: a Deployment with a model-cache PVC,
 a Service, a PDB and a PodMonitor; a LeaderWorkerSet; a ConfigMap read; status writes;
@@ -21,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kmock_cluster import APPLY, LWS, PEERINGS, PODMONITORS, Cluster
+from kmock_cluster import APPLY, LWS, NS_PEERINGS, PEERINGS, PODMONITORS, Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
 from test_autoscaler import URL, Source, StubPolicy
 from test_operator import PVCS, condition, create, example, llms
@@ -50,14 +55,25 @@ def granted(rules: list[dict[str, Any]]) -> set[Grant]:
     }
 
 
-def chart_grants() -> set[Grant]:
+def chart_grants(clusterwide: bool) -> set[Grant]:
     rules = yaml.safe_load(RULES.read_text())
-    return granted(rules["namespaced"] + rules["peering"]["cluster"])
+    peering = rules["peering"]["cluster" if clusterwide else "namespaced"]
+    return granted(rules["namespaced"] + peering)
+
+
+# Where each request went: (resource, namespace or None for a cluster-wide call).
+Scope = tuple[str, str | None]
 
 
 @pytest.fixture
-def recorded(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> set[Grant]:
-    """(group, resource, verb) of every request the operator sends from now on."""
+def scopes() -> set[Scope]:
+    return set()
+
+
+@pytest.fixture
+def recorded(cluster: Cluster, monkeypatch: pytest.MonkeyPatch, scopes: set[Scope]) -> set[Grant]:
+    """(group, resource, verb) of every request the operator sends from now on; `scopes`
+    gets where each went."""
     seen: set[Grant] = set()
     original = Cluster._handle
 
@@ -72,6 +88,7 @@ def recorded(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> set[Grant]:
             name = res.plural + (f"/{request.subresource}" if request.subresource else "")
             group = res.group or ""
             action = request.action.name
+            scopes.add((res.plural, request.namespace))
             if action == "UPDATE":
                 verb = "update" if str(request.method.value).upper() == "PUT" else "patch"
                 seen.add((group, name, verb))
@@ -87,20 +104,34 @@ def recorded(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> set[Grant]:
     return seen
 
 
+@pytest.mark.parametrize("clusterwide", [True, False], ids=["cluster-wide", "namespaced"])
 async def test_chart_rbac_is_exactly_what_the_operator_uses(
-    cluster: Cluster, start_operator: StartOperator, recorded: set[Grant]
+    cluster: Cluster,
+    start_operator: StartOperator,
+    recorded: set[Grant],
+    scopes: set[Scope],
+    clusterwide: bool,
 ) -> None:
-    for optional in (LWS, PODMONITORS, PEERINGS):
+    peerings = PEERINGS if clusterwide else NS_PEERINGS
+    for optional in (LWS, PODMONITORS, peerings):
         cluster.install(optional)
     # The peering object the chart's replicas share (kopf creates none; it patches it).
-    await create(
-        cluster,
-        {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": "tf"}},
-        "/apis/kopf.dev/v1/clusterkopfpeerings",
-    )
+    if clusterwide:
+        peering = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
+                   "metadata": {"name": "tf"}}  # fmt: skip
+        await create(cluster, peering, "/apis/kopf.dev/v1/clusterkopfpeerings")
+    else:
+        peering = {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
+                   "metadata": {"name": "tf", "namespace": NAMESPACE}}  # fmt: skip
+        await create(cluster, peering, f"/apis/kopf.dev/v1/namespaces/{NAMESPACE}/kopfpeerings")
     # Every autoscaled LLMService is asked down to 1 replica (the signals are injected).
     autoscaler = {"source": Source(load={"engine-0": 3.0}), "decide": StubPolicy(1), "url": URL}
-    await start_operator(peering="tf", priority=100, autoscaler=autoscaler)
+    await start_operator(
+        peering="tf",
+        priority=100,
+        autoscaler=autoscaler,
+        namespaces=None if clusterwide else [NAMESPACE],
+    )
     await create(
         cluster,
         {"apiVersion": "v1", "kind": "Pod",
@@ -152,7 +183,7 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
     deletes = {grant for grant in recorded if grant[2] == "delete"}
     assert deletes <= prunable, f"deletes outside what prune may touch: {deletes - prunable}"
     recorded |= prunable
-    grants = chart_grants()
+    grants = chart_grants(clusterwide)
     # kopf's own writes (annotations, events) follow our handler: wait for them; a verb
     # never used times out here and is named by the assertion below.
     with contextlib.suppress(AssertionError):
@@ -168,6 +199,9 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
     unused = sorted(grants - used)
     assert not missing, f"the chart's Role lacks what the operator calls: {missing}"
     assert not unused, f"the chart's Role grants what the operator never calls: {unused}"
+    if not clusterwide:
+        outside = sorted((r, ns) for r, ns in scopes if ns != NAMESPACE)
+        assert not outside, f"requests a Role in {NAMESPACE} cannot grant: {outside}"
 
 
 def test_grants_expand_rules() -> None:

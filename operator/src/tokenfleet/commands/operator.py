@@ -280,6 +280,7 @@ def run(args: Any) -> int:
         prometheus_url=args.prometheus_url,
         metrics_window_seconds=args.metrics_window_seconds,
         time_scale=args.time_scale,
+        namespaces=tuple(args.namespace or ()),
     )
     registry = build_registry(reconciler, credentials, options)
     if not args.standalone:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,7 @@ class Options:
     prometheus_url: str | None = None  # --prometheus-url: the autoscaler's default source
     metrics_window_seconds: float = 60.0  # autoscale/signals.py DEFAULT_WINDOW_SECONDS
     time_scale: float = 1.0  # --time-scale: simulated fleets only (controller/timescale.py)
+    namespaces: tuple[str, ...] = ()  # --namespace: watched ones (empty: every namespace)
 
 
 class Drift:
@@ -215,6 +217,9 @@ class Credentials:
         return self.info
 
 
+EXACT_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a name, not a kopf pattern
+
+
 def configure_settings(settings: kopf.OperatorSettings, options: Options) -> None:
     # Handler progress and the last-handled spec live in annotations: status is ours alone.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
@@ -234,6 +239,11 @@ def configure_settings(settings: kopf.OperatorSettings, options: Options) -> Non
     settings.networking.request_timeout = 60
     settings.networking.connect_timeout = 30
     settings.queueing.error_delays = (1, 2, 5, 10, 30, 60)
+    if options.namespaces and all(EXACT_NAMESPACE.fullmatch(ns) for ns in options.namespaces):
+        # Named namespaces need no cluster-wide listing: without this, kopf lists and
+        # watches every namespace to match its patterns, which the chart's per-namespace
+        # Roles do not grant (a 403 and a warning on every start). Globs keep the scan.
+        settings.scanning.disabled = True
 
 
 def _autoscalers(kube: KubeClient, reconciler: Reconciler, options: Options) -> Autoscalers:
