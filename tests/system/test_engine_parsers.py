@@ -59,7 +59,7 @@ if engine == "vllm":
             "gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
             "kv_cache_dtype", "dtype", "quantization", "served_model_name",
             "enable_prefix_caching", "distributed_executor_backend", "nnodes", "node_rank",
-            "master_addr", "master_port", "headless", "load_format"]
+            "master_addr", "master_port", "headless", "load_format", "enable_expert_parallel"]
     def parse(args):
         ns = make_arg_parser(FlexibleArgumentParser()).parse_args(args)
         if ns.model_tag is not None:
@@ -74,7 +74,7 @@ else:
     keys = ["model_path", "host", "port", "tp_size", "pp_size", "mem_fraction_static",
             "context_length", "max_running_requests", "chunked_prefill_size", "kv_cache_dtype",
             "dtype", "quantization", "served_model_name", "enable_metrics",
-            "disable_radix_cache", "nnodes", "node_rank", "dist_init_addr"]
+            "disable_radix_cache", "nnodes", "node_rank", "dist_init_addr", "ep_size"]
     def parse(args):
         parser = argparse.ArgumentParser()
         ServerArgs.add_cli_args(parser)
@@ -172,6 +172,9 @@ def plan_cases() -> list[Case]:
     sg = _plan("Qwen/Qwen3-32B", "h100-sxm", engine="sglang")
     sg_big = _plan("meta-llama/Llama-3.1-405B", "h100-sxm", engine="sglang", max_model_len=8192)
     sg_fp8 = _plan("meta-llama/Llama-3.1-8B", "l4", engine="sglang", kv_cache_dtype="fp8")
+    moe = "Qwen/Qwen3-30B-A3B"
+    ep = _plan(moe, "h100-sxm", tensor_parallel_size=2, expert_parallel=True)
+    sg_ep = _plan(moe, "h100-sxm", engine="sglang", tensor_parallel_size=2, expert_parallel=True)
     old = _plan(
         "meta-llama/Llama-3.1-405B", "h100-sxm", engine_version="0.10.2", max_model_len=16384
     )
@@ -212,6 +215,8 @@ def plan_cases() -> list[Case]:
         Case("sglang-405b-worker", sg_big, "meta-llama/Llama-3.1-405B", worker, check=is_worker),
         Case("sglang-fp8-kv", sg_fp8, "meta-llama/Llama-3.1-8B",
              kwargs={"prefix_caching": False}, check=no_prefix),
+        Case("vllm-moe-ep", ep, moe),
+        Case("sglang-moe-ep", sg_ep, moe),
     ]  # fmt: skip
 
 
@@ -229,6 +234,7 @@ def expected(plan_: Plan, model_ref: str) -> dict[str, Any]:
             "max_num_seqs": plan_.max_num_seqs,
             "max_num_batched_tokens": plan_.max_num_batched_tokens,
             "kv_cache_dtype": kv,
+            "enable_expert_parallel": plan_.expert_parallel,
         }
     return {
         "model_path": model_ref,
@@ -242,6 +248,8 @@ def expected(plan_: Plan, model_ref: str) -> dict[str, Any]:
         "chunked_prefill_size": plan_.max_num_batched_tokens,
         "kv_cache_dtype": {"fp8": "fp8_e4m3"}.get(kv, kv),
         "enable_metrics": True,
+        # Expert parallelism over the TP group, or none.
+        "ep_size": plan_.tensor_parallel_size if plan_.expert_parallel else 1,
     }
 
 

@@ -51,6 +51,10 @@ OPERATOR_FLAGS: dict[str, str] = {
     ),
     "--speculative-config": "set spec.engine.speculative",
     **dict.fromkeys(
+        ("--enable-expert-parallel", "-ep", "--ep-size", "--expert-parallel-size", "--ep"),
+        "set spec.engine.expertParallel",
+    ),
+    **dict.fromkeys(
         (
             "--nnodes",
             "--node-rank",
@@ -128,6 +132,10 @@ class EngineSpec(SpecModel):
     """Automatic prefix caching (reuse of KV blocks across requests with a common prefix)."""
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     """KV cache element type; fp8 doubles the tokens the cache holds."""
+    expert_parallel: bool = False
+    """MoE models: place whole experts on the tensor-parallel ranks (vLLM
+    --enable-expert-parallel, SGLang --ep-size = TP) instead of slicing every expert across
+    them. Same weights per GPU; larger fused-MoE workspaces. Refused for dense models."""
     memory_fraction: float | None = Field(default=None, ge=0.1, le=0.99)
     """vLLM --gpu-memory-utilization / SGLang --mem-fraction-static. Default: planned."""
     max_num_seqs: int | None = Field(default=None, ge=1, le=65536)

@@ -68,6 +68,7 @@ SPEC_FIELDS: dict[str, str] = {
     "max-num-seqs": "spec.engine.maxNumSeqs",
     "max-num-batched-tokens": "spec.engine.maxNumBatchedTokens",
     "kv-cache-dtype": "spec.engine.kvCacheDtype",
+    "expert-parallel": "spec.engine.expertParallel",
     "max-model-len": "spec.workload.maxModelLen",
     "concurrency": "spec.workload.concurrency",
     "input-tokens": "spec.workload.inputTokens",
@@ -81,6 +82,7 @@ SPEC_NAMES: dict[str, str] = {
     "max_model_len": SPEC_FIELDS["max-model-len"],
     "engine_version": SPEC_FIELDS["engine-version"],
     "quantization": SPEC_FIELDS["quantization"],
+    "expert_parallel": SPEC_FIELDS["expert-parallel"],
 }
 
 
@@ -179,6 +181,7 @@ def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None
         kv_cache_dtype=spec.engine.kv_cache_dtype,
         dtype=spec.model.dtype,
         quantization=spec.model.quantization,
+        expert_parallel=spec.engine.expert_parallel,
         concurrency=spec.workload.concurrency,
         input_tokens=spec.workload.input_tokens,
         output_tokens=spec.workload.output_tokens,

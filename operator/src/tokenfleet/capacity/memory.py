@@ -7,6 +7,7 @@ engine would log, and the max concurrency at max_model_len.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tokenfleet.capacity.architecture import ModelArch
@@ -38,6 +39,9 @@ class Settings:
     max_num_batched_tokens: int
     max_num_seqs: int
     kv_bytes: float  # bytes per KV element
+    # MoE experts placed whole on the TP ranks (vLLM --enable-expert-parallel, SGLang
+    # --ep-size = TP) instead of each one sliced across them.
+    expert_parallel: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,13 +54,23 @@ class Evaluation:
     weights_total: float
 
 
-def weights_per_stage(arch: ModelArch, fmt: WeightFormat, tp: int, pp: int) -> list[float]:
+def expert_share(arch: ModelArch, tp: int, expert_parallel: bool) -> float:
+    """Share of the routed experts' weights one rank holds: 1/tp of each expert, or with
+    expert parallelism whole experts, ceil(E / tp) of E on the most loaded rank."""
+    if expert_parallel and arch.moe:
+        return math.ceil(arch.moe.experts / tp) / arch.moe.experts
+    return 1 / tp
+
+
+def weights_per_stage(
+    arch: ModelArch, fmt: WeightFormat, tp: int, pp: int, expert_parallel: bool = False
+) -> list[float]:
     """Bytes of weights on one rank of each pipeline stage (plus the RoPE cos/sin cache)."""
     p = arch.params
     per_layer = (
         p.attention * fmt.bytes_for("attention")
         + p.dense_mlp * fmt.bytes_for("dense_mlp")
-        + p.experts * fmt.bytes_for("experts")
+        + p.experts * fmt.bytes_for("experts") * expert_share(arch, tp, expert_parallel) * tp
         + p.shared_experts_and_router * fmt.bytes_for("shared_experts_and_router")
         + (p.norms - arch.hidden) * fmt.dtype_bytes
     ) / arch.layers
@@ -100,7 +114,11 @@ def activation_bytes(
     """Peak activation of the engine's profile run on one rank."""
     if arch.moe:
         m = arch.moe
-        mlp = moe_workspace_per_token(arch.hidden, m.expert_intermediate, tp, m.experts_per_token)
+        # Expert parallelism keeps each expert whole: its workspaces are unsliced.
+        slices = 1 if s.expert_parallel else tp
+        mlp = moe_workspace_per_token(
+            arch.hidden, m.expert_intermediate, slices, m.experts_per_token
+        )
         mlp = max(mlp, 3 * arch.intermediate / tp) if m.first_dense_layers else mlp
     else:
         mlp = 3 * arch.intermediate / tp
@@ -123,7 +141,7 @@ def evaluate(
     s: Settings,
 ) -> Evaluation:
     total = gpu.memory_gib * GIB
-    weights = weights_per_stage(arch, fmt, layout.tp, layout.pp)
+    weights = weights_per_stage(arch, fmt, layout.tp, layout.pp, s.expert_parallel)
     act_b = min(fmt.dtype_bytes, 2.0)
     best: Evaluation | None = None
     for stage, ((full, sliding), w) in enumerate(

@@ -159,7 +159,14 @@ def _memory_fraction(ctx: _Context, lay: Layout) -> float:
 
 def _settings(ctx: _Context, lay: Layout, max_len: int) -> Settings:
     seqs = ctx.req.max_num_seqs or ctx.max_seqs_default
-    return Settings(_memory_fraction(ctx, lay), max_len, ctx.batched, seqs, ctx.kv_bytes)
+    return Settings(
+        _memory_fraction(ctx, lay),
+        max_len,
+        ctx.batched,
+        seqs,
+        ctx.kv_bytes,
+        expert_parallel=ctx.req.expert_parallel,
+    )
 
 
 def _fits(ev: Evaluation, need_tokens: int) -> bool:
@@ -495,6 +502,7 @@ def plan(req: PlanRequest) -> Plan:
         reason=f"TP {ev.layout.tp} x PP {ev.layout.pp} = {gpus} GPU(s): {why}",
         warnings=tuple(warnings),
         request=req,
+        expert_parallel=req.expert_parallel,
     )
 
 

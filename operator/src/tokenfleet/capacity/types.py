@@ -44,6 +44,9 @@ class PlanRequest:
     kv_cache_dtype: str = "auto"
     dtype: str = "auto"
     quantization: str | None = None
+    # MoE only: place whole experts on the TP ranks (vLLM --enable-expert-parallel, SGLang
+    # --ep-size = TP) instead of slicing each expert across them.
+    expert_parallel: bool = False
     concurrency: int = DEFAULT_CONCURRENCY
     input_tokens: int = DEFAULT_INPUT_TOKENS
     output_tokens: int = DEFAULT_OUTPUT_TOKENS
@@ -217,6 +220,7 @@ class Plan:
     warnings: tuple[str, ...] = ()
     request: PlanRequest | None = field(default=None, compare=False, repr=False)
     fleet: Fleet | None = None  # set when the request gives a target rate
+    expert_parallel: bool = False  # MoE experts whole on the TP ranks (PlanRequest's)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of `tokenfleet plan -o json` (engineArgs are added by engines)."""
@@ -235,6 +239,7 @@ class Plan:
             "maxNumBatchedTokens": self.max_num_batched_tokens,
             "maxModelLen": self.max_model_len,
             "kvCacheDtype": self.kv_cache_dtype,
+            "expertParallel": self.expert_parallel,
             "kvCacheTokens": self.kv_cache_tokens,
             "kvBytesPerToken": self.kv_bytes_per_token,
             "maxConcurrency": round(self.max_concurrency, 2),

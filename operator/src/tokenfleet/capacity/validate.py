@@ -24,6 +24,7 @@ CLI_NAMES: Mapping[str, str] = {
     "max_model_len": "--max-model-len",
     "engine_version": "--engine-version",
     "quantization": "--quantization",
+    "expert_parallel": "--expert-parallel",
 }
 
 # Methods the engine applies to unquantized (bf16) weights while loading them (vLLM's and
@@ -44,6 +45,17 @@ def check_request(req: PlanRequest, names: Mapping[str, str] = CLI_NAMES) -> Non
     _check_context(req, names)
     _check_engine_version(req, names)
     _check_quantization(req, names)
+    _check_expert_parallel(req, names)
+
+
+def _check_expert_parallel(req: PlanRequest, names: Mapping[str, str]) -> None:
+    if req.expert_parallel and req.arch.moe is None:
+        raise PlanError(
+            _field(names, "expert_parallel"),
+            True,
+            f"{req.arch.name} is a dense model: it has no experts to place on the ranks",
+            f"remove {names['expert_parallel']}",
+        )
 
 
 def _check_context(req: PlanRequest, names: Mapping[str, str]) -> None:

@@ -62,6 +62,11 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--dtype", default="auto", help="weight/activation dtype (auto = bfloat16)")
     p.add_argument("--quantization", choices=QUANTIZATIONS, help="override the checkpoint's")
     p.add_argument(
+        "--expert-parallel",
+        action="store_true",
+        help="MoE: whole experts on the TP ranks (vLLM --enable-expert-parallel, SGLang --ep-size)",
+    )
+    p.add_argument(
         "--concurrency",
         type=int,
         default=DEFAULT_CONCURRENCY,
@@ -173,6 +178,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         kv_cache_dtype=args.kv_cache_dtype,
         dtype=args.dtype,
         quantization=args.quantization,
+        expert_parallel=args.expert_parallel,
         concurrency=args.concurrency,
         input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,
@@ -268,7 +274,7 @@ def render_table(p: Plan, doc: dict[str, Any]) -> str:
         + (f", {p.quantization}" if p.quantization else ""),
         f"  settings      {flag} {p.memory_fraction}, max-model-len {p.max_model_len:,}, "
         f"max-num-seqs {p.max_num_seqs}, max-num-batched-tokens {p.max_num_batched_tokens:,}, "
-        f"kv-cache-dtype {p.kv_cache_dtype}",
+        f"kv-cache-dtype {p.kv_cache_dtype}" + (", expert-parallel" if p.expert_parallel else ""),
         "",
         *(sglang_memory_lines(p) if p.engine == "sglang" else vllm_memory_lines(p)),
         "",

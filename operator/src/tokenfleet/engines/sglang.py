@@ -90,6 +90,8 @@ def engine_args(
     ]  # fmt: skip
     if plan.kv_cache_dtype not in ("", "auto"):
         args += ["--kv-cache-dtype", _kv_dtype(plan.kv_cache_dtype)]
+    if plan.expert_parallel:
+        args += ["--ep-size", str(plan.tensor_parallel_size)]  # experts over the TP group
     dtype = engine_dtype(plan.dtype)
     if dtype is not None:
         args += ["--dtype", dtype]

@@ -91,6 +91,8 @@ def engine_args(
     ]  # fmt: skip
     if plan.kv_cache_dtype not in ("", "auto"):
         args += ["--kv-cache-dtype", _KV_DTYPES.get(plan.kv_cache_dtype, plan.kv_cache_dtype)]
+    if plan.expert_parallel:
+        args.append("--enable-expert-parallel")  # EP over the TP group (x DP, which is 1)
     dtype = engine_dtype(plan.dtype)
     if dtype is not None:
         args += ["--dtype", dtype]
