@@ -160,8 +160,15 @@ async def test_healthz_answers_while_a_plan_runs(
     try:
         await create(cluster, inline_config("busy"))
         assert await asyncio.to_thread(started.wait, 30), "the plan never started"
+        response = None
         async with httpx.AsyncClient() as client:
-            response = await client.get(health, timeout=10)
+            for _ in range(300):  # the endpoint binds as kopf starts: refused means "not yet"
+                try:
+                    response = await client.get(health, timeout=10)
+                    break
+                except httpx.ConnectError:
+                    await asyncio.sleep(0.1)
+        assert response is not None, f"nothing listens on {health}"
         assert response.status_code == 200
         assert not release.is_set()  # answered while the plan was still running
     finally:
