@@ -23,6 +23,7 @@ through NVLink: the ring runs through the PCIe root complex) and says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from tokenfleet.capacity.gpus import GPU
 
@@ -53,6 +54,7 @@ class OneShot:
 # (8-byte stores carrying 4 bytes of data and a flag) has the lowest latency and a quarter of
 # the bus bandwidth for an all-reduce. NCCL picks per message by this same model.
 SIMPLE_BASE_S, LL_BASE_S, LL_BANDWIDTH_SHARE = 8.4e-6, 6.6e-6, 0.25
+Protocol = Literal["simple", "ll"]
 
 LINKS: dict[str, Link] = {
     "NVLink 3": Link(
@@ -117,7 +119,7 @@ def ring_seconds(
     bandwidth_gbps: float,
     link: Link,
     nodes: int = 1,
-    protocol: str = "simple",
+    protocol: Protocol = "simple",
 ) -> float:
     """One NCCL ring all-reduce of `nbytes` over `ranks` GPUs in one protocol. The ring takes
     2 (n-1) steps; across `nodes` nodes, 2 x nodes of them cross the network (NCCL's model),
