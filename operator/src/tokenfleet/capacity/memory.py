@@ -67,6 +67,8 @@ def weights_per_stage(
 ) -> list[float]:
     """Bytes of weights on one rank of each pipeline stage (plus the RoPE cos/sin cache)."""
     p = arch.params
+    # per_layer is divided by tp below; the experts' term is scaled to their own share
+    # (x 1 without expert parallelism).
     per_layer = (
         p.attention * fmt.bytes_for("attention")
         + p.dense_mlp * fmt.bytes_for("dense_mlp")
