@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 from kmock_cluster import PEERINGS, Cluster
-from operator_harness import RunningOperator, eventually
+from operator_harness import NAMESPACE, RunningOperator, eventually
+from test_operator import create, example
 
 from tokenfleet.controller.handlers import Credentials, Options, build_registry
 from tokenfleet.controller.kube import KubeClient
@@ -134,6 +135,41 @@ async def test_tokenfleet_operator_with_no_flags_says_what_is_missing(cluster: C
         probes = body.json()
         assert probes["kubernetes"] == "logged in"
         assert probes["peering"].startswith("waiting")
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), timeout=60)
+
+
+async def test_tokenfleet_operator_on_named_namespaces_sends_nothing_cluster_wide(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real command as the chart runs it with watchNamespaces (a Role per namespace):
+    every request it sends names the watched namespace, and it reconciles there."""
+    outside: list[str] = []
+    original = Cluster._handle
+
+    async def handle(self: Cluster, request: Any) -> Any:
+        res = request.resource
+        resource_request = res is not None and res.plural and request.action is not None
+        if resource_request and request.namespace != NAMESPACE:
+            outside.append(f"{request.method.value} {res.plural} in {request.namespace}")
+        return await original(self, request)
+
+    monkeypatch.setattr(Cluster, "_handle", handle)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tokenfleet.cli", "operator", "--standalone",
+        "--namespace", NAMESPACE, "--liveness", "", "--metrics-port", str(_free_port()),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        await create(cluster, example("llama-3.1-8b-l4.yaml"))
+        await eventually(
+            lambda: cluster.get("apps/v1/deployments", NAMESPACE, "llama-3-1-8b"),
+            timeout=60,
+            what="the Deployment in the watched namespace",
+        )
+        assert process.returncode is None, "the operator exited"
+        assert not outside, outside
     finally:
         process.terminate()
         await asyncio.wait_for(process.wait(), timeout=60)
