@@ -243,6 +243,8 @@ BASE: dict[str, Any] = {
         ("autoscaling", {"minReplicas": 3, "maxReplicas": 2}),
         ("autoscaling", {"minReplicas": 5}),  # against the default maxReplicas
         ("autoscaling", {"maxReplicas": 1}),
+        ("autoscaling", {"minReplicas": 0}),  # scale to zero without routing
+        ("routing", {"enabled": True}),
         ("gpu", {"count": 8, "tensorParallelSize": 4, "pipelineParallelSize": 2}),
         ("gpu", {"count": 8, "tensorParallelSize": 4, "pipelineParallelSize": 4}),
         ("gpu", {"count": 6, "tensorParallelSize": 4}),
@@ -261,7 +263,22 @@ BASE: dict[str, Any] = {
     ],
 )
 def test_cel_and_python_agree(section: str, patch: dict[str, Any], validator: CrdValidator) -> None:
-    body = copy.deepcopy(BASE)
+    _agree(section, patch, validator)
+
+
+@pytest.mark.parametrize("routing", [True, False])
+def test_cel_and_python_agree_on_scale_to_zero(routing: bool, validator: CrdValidator) -> None:
+    """minReplicas 0 is valid exactly when routing is on (a rule across two sections)."""
+    base = copy.deepcopy(BASE)
+    base["spec"]["routing"] = {"enabled": routing}
+    assert _agree("autoscaling", {"enabled": True, "minReplicas": 0}, validator, base) != routing
+
+
+def _agree(
+    section: str, patch: dict[str, Any], validator: CrdValidator, base: dict[str, Any] = BASE
+) -> bool:
+    """Whether both refuse the body (they must agree, with the same sentence)."""
+    body = copy.deepcopy(base)
     body["spec"].setdefault(section, {}).update(patch)
     cel = [e for e in validator.errors(body) if "Invalid value:" in e]
     schema = [e for e in validator.errors(body) if "Invalid value:" not in e]
@@ -274,3 +291,4 @@ def test_cel_and_python_agree(section: str, patch: dict[str, Any], validator: Cr
     assert bool(cel) == bool(python), (cel, python)
     for line in python:  # the same sentence in both places
         assert any(line.split(": ", 1)[1].split(" (")[0].split(";")[0] in c for c in cel)
+    return bool(python)

@@ -199,6 +199,13 @@ def test_image_for_prefers_spec_image_then_spec_version() -> None:
          ["spec.model.source:", "exactly one of huggingFace, pvc or uri", "got pvc, uri"]),
         ({"autoscaling": {"minReplicas": 6}},
          ["spec.autoscaling:", "minReplicas=6, maxReplicas=4", "raise maxReplicas"]),
+        ({"autoscaling": {"enabled": True, "minReplicas": 0}},
+         ["spec.autoscaling.minReplicas: 0 needs spec.routing.enabled: true",
+          "routing.enabled=False", "or set spec.autoscaling.minReplicas to 1 or more"]),
+        ({"workload": {"prefixCacheHitRate": 1.0}},
+         ["spec.workload.prefixCacheHitRate=1.0", "<= 0.95"]),
+        ({"routing": {"gateway": {"name": "Bad_Name"}}},
+         ["spec.routing.gateway.name='Bad_Name'", "does not match"]),
         ({"gpu": {"count": 8, "tensorParallelSize": 3}},
          ["spec.gpu:", "count must be a multiple of tensorParallelSize"]),
     ],
@@ -272,3 +279,19 @@ def test_plan_status_from_a_real_plan() -> None:
     assert summary["kvCacheTokens"] == result.kv_cache_tokens
     assert summary["engineArgs"] == ["--max-model-len", "8192"]
     assert set(summary["predicted"]) == {"ttftMs", "tpotMs", "goodputRequestsPerSecond"}
+
+
+def test_scale_to_zero_with_routing_parses_with_its_defaults() -> None:
+    spec = parse_llmservice(
+        with_spec(
+            autoscaling={"enabled": True, "minReplicas": 0},
+            routing={"enabled": True, "gateway": {"name": "gw"}},
+        )
+    ).spec
+    assert spec.autoscaling.min_replicas == 0
+    assert spec.autoscaling.scale_to_zero_after_seconds == 600
+    assert (spec.routing.failure_mode, spec.routing.picker_replicas) == ("FailOpen", 1)
+    assert spec.routing.gateway is not None and spec.routing.gateway.namespace is None
+    assert spec.workload.prefix_cache_hit_rate == 0.0
+    off = parse_llmservice(with_spec()).spec
+    assert not off.routing.enabled and off.autoscaling.min_replicas == 1

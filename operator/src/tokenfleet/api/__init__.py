@@ -49,6 +49,7 @@ from tokenfleet.api.model import (
 )
 from tokenfleet.api.parse import SpecError, parse_llmservice
 from tokenfleet.api.planrequest import plan_service, spec_error, to_plan_request
+from tokenfleet.api.routing import GatewayRef, RoutingSpec
 from tokenfleet.api.spec import (
     API_VERSION,
     CATEGORIES,
@@ -73,6 +74,8 @@ from tokenfleet.api.status import (
 from tokenfleet.api.workload import SloSpec, WorkloadSpec
 
 __all__ = [
+    "GatewayRef",
+    "RoutingSpec",
     "API_VERSION",
     "CATEGORIES",
     "GROUP",

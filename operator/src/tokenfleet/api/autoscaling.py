@@ -31,8 +31,9 @@ class AutoscalingSpec(SpecModel):
 
     enabled: bool = False
     """Turn the autoscaler on; when off, spec.replicas is used as written."""
-    min_replicas: int = Field(default=1, ge=1, le=1000)
-    """Fewest replicas."""
+    min_replicas: int = Field(default=1, ge=0, le=1000)
+    """Fewest replicas. 0 (scale to zero) needs spec.routing.enabled: the endpoint picker
+    holds the first requests while a replica starts."""
     max_replicas: int = Field(default=4, ge=1, le=1000)
     """Most replicas (bounds GPU spend)."""
     metric: Literal["ttft", "goodput"] = "ttft"
@@ -56,6 +57,11 @@ class AutoscalingSpec(SpecModel):
     """Most replicas added in one decision."""
     max_scale_down_step: int = Field(default=1, ge=1, le=100)
     """Most replicas removed in one decision."""
+    # 600 s: KServe / Knative's scale-to-zero grace is 30 s plus a stable window of 60 s,
+    # but their pods start in seconds; a GPU replica takes minutes, so an idle gap shorter
+    # than a few cold starts should not pay one (KAITO and llm-d examples use 10 minutes).
+    scale_to_zero_after_seconds: int = Field(default=600, ge=30, le=86400)
+    """With minReplicas 0: release the last replica after this long without a request."""
     interval_seconds: int = Field(default=30, ge=5, le=3600)
     """How often the autoscaler decides."""
     prometheus: PrometheusSpec = section(PrometheusSpec)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tokenfleet.api.autoscaling import AutoscalingSpec
-from tokenfleet.api.base import SpecModel, section
+from tokenfleet.api.base import SpecModel, cel_rules, check, section
 from tokenfleet.api.deploy import PodTemplateSpec, ResourcesSpec, RolloutSpec, StorageSpec
 from tokenfleet.api.engine import EngineSpec
 from tokenfleet.api.gpu import GpuSpec
 from tokenfleet.api.model import ModelSpec
+from tokenfleet.api.routing import ZERO_NEEDS_ROUTING, RoutingSpec
 from tokenfleet.api.status import LLMServiceStatus
 from tokenfleet.api.workload import SloSpec, WorkloadSpec
 
@@ -28,6 +29,8 @@ CATEGORIES = ("tokenfleet",)
 class LLMServiceSpec(SpecModel):
     """An OpenAI-compatible LLM endpoint served by vLLM or SGLang on GPUs, sized by the
     tokenfleet capacity planner and scaled against its SLO."""
+
+    model_config = ConfigDict(json_schema_extra=cel_rules(ZERO_NEEDS_ROUTING))
 
     model: ModelSpec
     """The model to serve."""
@@ -52,6 +55,17 @@ class LLMServiceSpec(SpecModel):
     """Additions to the engine pods."""
     rollout: RolloutSpec = section(RolloutSpec)
     """Update strategy."""
+    routing: RoutingSpec = section(RoutingSpec)
+    """Inference-aware routing (InferencePool + endpoint picker); needed to scale to zero."""
+
+    @model_validator(mode="after")
+    def _zero_needs_routing(self) -> LLMServiceSpec:
+        check(
+            ZERO_NEEDS_ROUTING,
+            self.autoscaling.min_replicas > 0 or self.routing.enabled,
+            f"minReplicas={self.autoscaling.min_replicas}, routing.enabled={self.routing.enabled}",
+        )
+        return self
 
 
 class LLMService(BaseModel):

@@ -30,6 +30,10 @@ class WorkloadSpec(SpecModel):
     """Requests/s the whole service must serve within the SLO. When set, the planner compares
     layouts (TP 1 x N replicas, TP 2 x N/2, ...) and picks the cheapest fleet; the plan status
     reports its replicas and GPUs."""
+    prefix_cache_hit_rate: float = Field(default=0.0, ge=0, le=0.95)
+    """Fraction of prompt tokens served from the engines' prefix cache (shared system
+    prompts, multi-turn chat; higher with spec.routing's prefix-affinity picker). The
+    planner prefills only the rest. 0: no reuse assumed."""
 
 
 class SloSpec(SpecModel):
