@@ -35,7 +35,8 @@ def test_default_image_per_engine_and_vendor(
 
 
 def test_every_engine_has_a_row_per_vendor() -> None:
-    assert set(DEFAULT_IMAGES) == {(e, v) for e in ("vllm", "sglang") for v in VENDORS}
+    engines = {(e, v) for e in ("vllm", "sglang") for v in VENDORS}
+    assert set(DEFAULT_IMAGES) == engines | {("epp", "cpu")}  # + spec.routing's picker
 
 
 def test_every_catalog_gpu_has_a_vendor() -> None:

@@ -78,13 +78,20 @@ def violations(pod: dict[str, Any]) -> set[str]:
     return found
 
 
-def rendered(path: Path) -> list[tuple[str, dict[str, Any], bool]]:
-    """(LLMService name, pod spec, whether it uses the non-root recipe)."""
+def is_picker(manifest: dict[str, Any]) -> bool:
+    labels = manifest["metadata"]["labels"]
+    return labels.get("app.kubernetes.io/component") == "endpoint-picker"
+
+
+def rendered(path: Path, picker: bool = False) -> list[tuple[str, dict[str, Any], bool]]:
+    """(LLMService name, pod spec, whether it uses the non-root recipe) of the engine pods,
+    or with `picker` of the endpoint picker's (spec.routing)."""
     docs = load_documents(str(path))
     out = []
     for r in render_documents(docs, path.name):
         recipe = r.service.spec.pod_template.security_context is not None
-        out += [(r.service.name, pod, recipe) for m in r.manifests for pod in pod_specs(m)]
+        chosen = [m for m in r.manifests if is_picker(m) == picker]
+        out += [(r.service.name, pod, recipe) for m in chosen for pod in pod_specs(m)]
     return out
 
 
@@ -96,6 +103,16 @@ def test_every_engine_pod_passes_restricted_but_for_the_user_it_runs_as(path: Pa
         assert pod["automountServiceAccountToken"] is False, name
         allowed = set() if recipe else {f"{c['name']}: runAsNonRoot" for c in pod["containers"]}
         assert violations(pod) <= allowed, name
+
+
+def test_every_endpoint_picker_pod_passes_restricted_in_full() -> None:
+    """The picker's image runs as a non-root user (65532), so nothing is left to the user;
+    it keeps its API token, which it needs to watch its pool and the engine pods."""
+    pods = [pod for path in EXAMPLES + CASES for _, pod, _ in rendered(path, picker=True)]
+    assert len(pods) >= 3
+    for pod in pods:
+        assert violations(pod) == set()
+        assert pod["automountServiceAccountToken"] is True
 
 
 def test_the_non_root_recipe_passes_restricted_in_full_with_a_writable_home() -> None:

@@ -6,6 +6,7 @@ whatever the plan is (selectors match pods, GPUs per pod, probes, names, labels.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from tokenfleet import render
 from tokenfleet.capacity import PlanError
 from tokenfleet.commands.render import Rendered
 from tokenfleet.engines import ENGINES, worker_serves_health
-from tokenfleet.render import timing
+from tokenfleet.render import routing, timing
 
 MULTI_NODE = [c for c in CASES if "two-nodes" in c]
 SINGLE_NODE = [c for c in CASES if c not in MULTI_NODE]
@@ -52,7 +53,12 @@ def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
 
 @pytest.fixture(scope="module", params=CASES)
 def case(request: pytest.FixtureRequest) -> Rendered:
-    return render_case(request.param)
+    """A case's engine objects; the routing objects of spec.routing (render.routing, after
+    the engines' in the list) are asserted in test_routing.py."""
+    r = render_case(request.param)
+    routed = routing.manifests(r.service, r.plan)
+    assert r.manifests[len(r.manifests) - len(routed) :] == routed
+    return dataclasses.replace(r, manifests=r.manifests[: len(r.manifests) - len(routed)])
 
 
 def test_kinds_and_order(case: Rendered) -> None:

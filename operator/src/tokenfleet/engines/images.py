@@ -11,7 +11,8 @@ own rocm/vllm tags carry a ROCm version and a date, so they cannot be derived fr
 vLLM version), resolution fails with the fix instead of rendering a pod that cannot start.
 
 Public names: ImageRule, ImageTable, DEFAULT_IMAGES, VENDORS, gpu_vendor(resource_name),
-engine_image(engine, version, vendor, table), parse_override(text), with_overrides(...).
+engine_image(engine, version, vendor, table), picker_image(table), parse_override(text),
+with_overrides(...).
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ class ImageRule:
 
 ImageTable = Mapping[tuple[str, str], ImageRule]
 
+# The endpoint picker of spec.routing (llm-d/llm-d-router, tag v0.10.0: its Dockerfile.epp
+# builds ghcr.io/llm-d/llm-d-router-endpoint-picker, config/charts/routerlib/values.yaml).
+# It runs on CPU, so its row's "vendor" is cpu; the flags, config format and metric names
+# render/routing/ uses are those of this version.
+PICKER = "epp"
+PICKER_VERSION = "0.10.0"
+
 VENDORS = ("nvidia", "amd")
 # Device-plugin resource name -> vendor (capacity.gpus.GPU.resource_name).
 _RESOURCE_VENDORS = {"nvidia.com/gpu": "nvidia", "amd.com/gpu": "amd"}
@@ -54,7 +62,14 @@ DEFAULT_IMAGES: ImageTable = {
     # SGLang's ROCm builds for MI300-class GPUs: v<version>-rocm720-mi30x, published
     # alongside each release from v0.5.18 (ROCm 7.2; older releases used rocm700/rocm630).
     ("sglang", "amd"): ImageRule("lmsysorg/sglang:v{version}-rocm720-mi30x", since="0.5.18"),
+    (PICKER, "cpu"): ImageRule("ghcr.io/llm-d/llm-d-router-endpoint-picker:v{version}"),
 }
+
+
+def picker_image(table: ImageTable = DEFAULT_IMAGES) -> str:
+    """The endpoint picker's image (override: --engine-image epp=IMAGE)."""
+    rule = table.get((PICKER, "cpu"), DEFAULT_IMAGES[(PICKER, "cpu")])
+    return rule.image(PICKER_VERSION)
 
 
 def gpu_vendor(resource_name: str) -> str:
@@ -101,13 +116,15 @@ def parse_override(text: str) -> tuple[tuple[str, str], ImageRule]:
     Without a vendor the row is for NVIDIA, the vendor of most clusters."""
     key, sep, image = text.partition("=")
     engine, _, vendor = key.strip().partition(":")
-    vendor = vendor or "nvidia"
+    vendor = vendor or ("cpu" if engine == PICKER else "nvidia")
     problem = None
     if not sep or not image.strip():
         problem = "expected ENGINE[:VENDOR]=IMAGE"
-    elif engine not in ("vllm", "sglang"):
-        problem = f"unknown engine {engine!r} (use vllm or sglang)"
-    elif vendor not in VENDORS:
+    elif engine not in ("vllm", "sglang", PICKER):
+        problem = f"unknown engine {engine!r} (use vllm, sglang or epp)"
+    elif engine == PICKER and vendor != "cpu":
+        problem = "the endpoint picker runs on CPU: use epp=IMAGE"
+    elif engine != PICKER and vendor not in VENDORS:
         problem = f"unknown vendor {vendor!r} (use {' or '.join(VENDORS)})"
     elif any(c.isspace() for c in image.strip()):
         problem = "an image reference has no spaces"

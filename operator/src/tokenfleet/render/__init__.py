@@ -1,6 +1,7 @@
 """(LLMService, Plan) -> the Kubernetes manifests that run it, as plain dicts. Pure.
 
-`all(service, plan, *, monitoring_available=True, lws_available=True, images=...)` is the
+`all(service, plan, *, monitoring_available=True, lws_available=True, images=...,
+routing_available=True)` is the
 single entry point, used by the controller and by `tokenfleet render` (`images`: the engine
 image table, engines.images.DEFAULT_IMAGES unless the operator overrides rows). It returns,
 in apply order:
@@ -8,7 +9,8 @@ in apply order:
 - Deployment `<name>` (one node per replica) or LeaderWorkerSet `<name>-lws` (several);
 - Service `<name>` (port 80 named http -> the engine's port, leaders / servers only);
 - PodDisruptionBudget `<name>`;
-- PodMonitor `<name>` when the Prometheus Operator's API exists.
+- PodMonitor `<name>` when the Prometheus Operator's API exists;
+- with spec.routing.enabled, the endpoint picker and the InferencePool (render.routing).
 
 Manifests carry namespace and labels but no ownerReferences: the controller adds those
 (controller.reconcile.own) since only it knows the LLMService's uid. A plan that needs
@@ -29,6 +31,7 @@ from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
 from tokenfleet.render.disruption import pod_disruption_budget
 from tokenfleet.render.meta import ENGINE_CONTAINER, SERVICE_PORT, labels, selector, workload_name
 from tokenfleet.render.monitoring import pod_monitor
+from tokenfleet.render.routing import manifests as routing_manifests
 from tokenfleet.render.service import endpoint_url, service
 from tokenfleet.render.storage import model_cache_claim
 from tokenfleet.render.workload import deployment, leader_worker_set, workload
@@ -120,6 +123,7 @@ def all(
     monitoring_available: bool = True,
     lws_available: bool = True,
     images: ImageTable = DEFAULT_IMAGES,
+    routing_available: bool = True,
 ) -> list[dict[str, Any]]:
     check_name(llmservice, plan)
     check_rollout(llmservice)
@@ -140,4 +144,10 @@ def all(
     manifests.append(pod_disruption_budget(llmservice, plan))
     if monitoring_available:
         manifests.append(pod_monitor(llmservice, plan))
+    if routing_available:
+        # After the engines' own objects: the controller reads the first Deployment and
+        # Service of the list as the engines'.
+        manifests += routing_manifests(
+            llmservice, plan, images, monitoring_available=monitoring_available
+        )
     return manifests

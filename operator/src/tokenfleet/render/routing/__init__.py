@@ -1,0 +1,75 @@
+"""spec.routing -> the Gateway API Inference Extension objects of one LLMService. Pure.
+
+`manifests(service, plan, images, monitoring_available)` returns, in apply order (the
+picker's identity and config before the picker, the picker before the pool that names it):
+ServiceAccount, Role, RoleBinding, ConfigMap and Deployment `<name>-epp`, Service
+`<name>-epp`, InferencePool `<name>`, HTTPRoute `<name>` (with spec.routing.gateway) and
+PodMonitor `<name>-epp` (with the Prometheus Operator). Empty when routing is off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenfleet.api import LLMService
+from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.types import Plan
+from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
+from tokenfleet.render.routing.names import PICKER_SUFFIX, picker_name
+from tokenfleet.render.routing.picker import (
+    config_map,
+    deployment,
+    picker_config,
+    picker_pod_monitor,
+    picker_service,
+    scales_to_zero,
+)
+from tokenfleet.render.routing.pool import POOL_API, ROUTE_API, http_route, inference_pool
+from tokenfleet.render.routing.rbac import PICKER_RULES, role, role_binding, service_account
+
+__all__ = [
+    "MAX_NAME",
+    "PICKER_RULES",
+    "POOL_API",
+    "ROUTE_API",
+    "manifests",
+    "picker_config",
+    "picker_name",
+    "scales_to_zero",
+]
+
+MAX_NAME = 63 - len(PICKER_SUFFIX)  # the picker's Service name is a DNS-1035 label
+
+
+def manifests(
+    service: LLMService,
+    plan: Plan,
+    images: ImageTable = DEFAULT_IMAGES,
+    *,
+    monitoring_available: bool = True,
+) -> list[dict[str, Any]]:
+    if not service.spec.routing.enabled:
+        return []
+    if len(service.name) > MAX_NAME:
+        raise PlanError(
+            "metadata.name",
+            service.name,
+            f"{len(service.name)} characters leaves no room for the endpoint picker's "
+            f"Service {picker_name(service)} (at most {MAX_NAME} with spec.routing)",
+            f"use a name of at most {MAX_NAME} characters",
+        )
+    out = [
+        service_account(service),
+        role(service),
+        role_binding(service),
+        config_map(service, plan),
+        deployment(service, plan, images),
+        picker_service(service),
+        inference_pool(service, plan),
+    ]
+    route = http_route(service)
+    if route is not None:
+        out.append(route)
+    if monitoring_available:
+        out.append(picker_pod_monitor(service))
+    return out

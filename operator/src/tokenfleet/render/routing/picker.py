@@ -1,0 +1,257 @@
+"""The endpoint picker (EPP): its configuration, Deployment and Service.
+
+Everything here follows llm-d/llm-d-router v0.10.0 (engines.images.PICKER_VERSION):
+- flags: pkg/epp/server/options.go (--pool-name, --pool-namespace, --pool-group,
+  --config-file, --grpc-port, --grpc-health-port, --metrics-port, --metrics-endpoint-auth,
+  --ha-enable-leader-election); ports 9002 (ext-proc gRPC the Gateway
+  calls), 9003 (gRPC health), 9090 (Prometheus metrics), as in config/charts/routerlib/
+  templates/_deployment.yaml and _service.yaml;
+- config: apix/config/v1alpha1/endpointpickerconfig_types.go (EndpointPickerConfig,
+  group llm-d.ai): the chart's default profile (_config.yaml) of queue-scorer (weight 2),
+  kv-cache-utilization-scorer (2) and prefix-cache-scorer (3) over the metrics-data-source /
+  core-metrics-extractor pair, which reads vLLM's or SGLang's /metrics;
+- flow control (pkg/epp/flowcontrol/README.md): off by default, on through the
+  `flowControl` feature gate. With minReplicas 0 it is the waiting room that holds requests
+  while the pool has no endpoints; defaultRequestTTL bounds the wait.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import yaml
+
+from tokenfleet.api import LLMService
+from tokenfleet.capacity.types import Plan
+from tokenfleet.engines import engine_info
+from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable, picker_image
+from tokenfleet.render.routing.names import (
+    picker_metadata,
+    picker_name,
+    picker_pod_labels,
+    picker_selector,
+)
+
+EXT_PROC_PORT = 9002
+HEALTH_PORT = 9003
+METRICS_PORT = 9090
+CONFIG_FILE = "config.yaml"
+CONFIG_DIR = "/config"
+CONFIG_HASH = "tokenfleet.dev/picker-config-hash"
+# Scorer weights of llm-d-router's default profile: prefix affinity first, then load.
+SCORERS = (("queue-scorer", 2), ("kv-cache-utilization-scorer", 2), ("prefix-cache-scorer", 3))
+
+
+def scales_to_zero(service: LLMService) -> bool:
+    auto = service.spec.autoscaling
+    return auto.enabled and auto.min_replicas == 0
+
+
+def picker_config(service: LLMService, plan: Plan) -> dict[str, Any]:
+    """The EndpointPickerConfig document the picker reads from --config-file."""
+    info = engine_info(plan.engine)
+    extractor: dict[str, Any] = {"type": "core-metrics-extractor"}
+    if plan.engine != "vllm":  # the extractor's default engine is vLLM
+        extractor["parameters"] = {"defaultEngine": plan.engine}
+    config: dict[str, Any] = {
+        "apiVersion": "llm-d.ai/v1alpha1",
+        "kind": "EndpointPickerConfig",
+        "plugins": [
+            *({"type": name} for name, _ in SCORERS),
+            {
+                "type": "metrics-data-source",
+                "parameters": {"scheme": "http", "path": info.metrics_path},
+            },
+            extractor,
+        ],
+        "schedulingProfiles": [
+            {
+                "name": "default",
+                "plugins": [{"pluginRef": name, "weight": weight} for name, weight in SCORERS],
+            }
+        ],
+    }
+    if scales_to_zero(service):
+        config["featureGates"] = ["flowControl"]
+        config["flowControl"] = {
+            "defaultRequestTTL": f"{service.spec.routing.queue_ttl_seconds}s",
+        }
+    return config
+
+
+def config_map(service: LLMService, plan: Plan) -> dict[str, Any]:
+    text = yaml.safe_dump(picker_config(service, plan), sort_keys=False)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": picker_metadata(service),
+        "data": {CONFIG_FILE: text},
+    }
+
+
+def _hash(manifest: dict[str, Any]) -> str:
+    return hashlib.sha256(manifest["data"][CONFIG_FILE].encode()).hexdigest()[:16]
+
+
+def picker_args(service: LLMService) -> list[str]:
+    args = [
+        f"--pool-name={service.name}",
+        f"--pool-namespace={service.namespace}",
+        "--pool-group=inference.networking.k8s.io",
+        f"--config-file={CONFIG_DIR}/{CONFIG_FILE}",
+        f"--grpc-port={EXT_PROC_PORT}",
+        f"--grpc-health-port={HEALTH_PORT}",
+        f"--metrics-port={METRICS_PORT}",
+        # Prometheus scrapes the picker like the engines, inside the cluster, without a
+        # token; auth would need a ClusterRole for token and access reviews.
+        "--metrics-endpoint-auth=false",
+    ]
+    if service.spec.routing.picker_replicas > 1:
+        args.append("--ha-enable-leader-election")
+    return args
+
+
+def _probe(grpc_service: str, period: int) -> dict[str, Any]:
+    return {"grpc": {"port": HEALTH_PORT, "service": grpc_service}, "periodSeconds": period}
+
+
+def deployment(
+    service: LLMService, plan: Plan, images: ImageTable = DEFAULT_IMAGES
+) -> dict[str, Any]:
+    replicas = service.spec.routing.picker_replicas
+    # With leader election the chart probes liveness / readiness apart (only the leader is
+    # ready); a single picker answers "inference-extension" for both.
+    live, ready = ("liveness", "readiness") if replicas > 1 else ("inference-extension",) * 2
+    pod_security = {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,  # the image's USER (Dockerfile.epp)
+        "runAsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container_security = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": picker_metadata(service),
+        "spec": {
+            "replicas": replicas,
+            # One active picker (its prefix index is in memory): Recreate, as the chart does,
+            # so an update never runs two scorers with split indexes.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": picker_selector(service)},
+            "template": {
+                "metadata": {
+                    "labels": picker_pod_labels(service),
+                    "annotations": {CONFIG_HASH: _hash(config_map(service, plan))},
+                },
+                "spec": {
+                    "serviceAccountName": picker_name(service),
+                    # Unlike the engines, the picker reads the API (its pool and the pods).
+                    "automountServiceAccountToken": True,
+                    "securityContext": pod_security,
+                    # Longer than an engine request may take: a picker stopped mid-request
+                    # would cut the stream the Gateway holds through it.
+                    "terminationGracePeriodSeconds": 130,
+                    "containers": [
+                        {
+                            "name": "epp",
+                            "image": picker_image(images),
+                            "imagePullPolicy": "IfNotPresent",
+                            "args": picker_args(service),
+                            "ports": [
+                                {"name": "grpc", "containerPort": EXT_PROC_PORT},
+                                {"name": "grpc-health", "containerPort": HEALTH_PORT},
+                                {"name": "metrics", "containerPort": METRICS_PORT},
+                            ],
+                            "livenessProbe": {**_probe(live, 10), "initialDelaySeconds": 5},
+                            "readinessProbe": _probe(ready, 2),
+                            "env": [
+                                {
+                                    "name": "NAMESPACE",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                                },
+                                {
+                                    "name": "POD_NAME",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                                },
+                            ],
+                            # The chart asks 8 CPUs for fleets of hundreds of pods; one
+                            # LLMService's pool is small: 1 CPU, memory capped as it does.
+                            "resources": {
+                                "requests": {"cpu": "1", "memory": "1Gi"},
+                                "limits": {"memory": "4Gi"},
+                            },
+                            "securityContext": container_security,
+                            "volumeMounts": [
+                                {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}
+                            ],
+                        }
+                    ],
+                    "volumes": [{"name": "config", "configMap": {"name": picker_name(service)}}],
+                },
+            },
+        },
+    }
+
+
+def picker_service(service: LLMService) -> dict[str, Any]:
+    """The Service the InferencePool's endpointPickerRef names (the Gateway calls 9002)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": picker_metadata(service),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": picker_selector(service),
+            "ports": [
+                {
+                    "name": "grpc-ext-proc",
+                    "port": EXT_PROC_PORT,
+                    "targetPort": "grpc",
+                    "protocol": "TCP",
+                    "appProtocol": "kubernetes.io/h2c",
+                },
+                {
+                    "name": "http-metrics",
+                    "port": METRICS_PORT,
+                    "targetPort": "metrics",
+                    "protocol": "TCP",
+                },
+            ],
+        },
+    }
+
+
+def picker_pod_monitor(service: LLMService) -> dict[str, Any]:
+    """Scrapes the picker: its flow-control queue is the scale-from-zero signal."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": picker_metadata(service),
+        "spec": {
+            "selector": {"matchLabels": picker_selector(service)},
+            "podMetricsEndpoints": [
+                {
+                    "port": "metrics",
+                    "path": "/metrics",
+                    "interval": "15s",
+                    "relabelings": [
+                        {
+                            "action": "replace",
+                            "targetLabel": "llmservice",
+                            "replacement": service.name,
+                        },
+                        {
+                            "action": "replace",
+                            "sourceLabels": ["__meta_kubernetes_namespace"],
+                            "targetLabel": "namespace",
+                        },
+                    ],
+                }
+            ],
+        },
+    }
