@@ -37,6 +37,8 @@ APPLY = "application/apply-patch+yaml"
 LLMSERVICES = "tokenfleet.dev/v1alpha1/llmservices"
 LWS = "leaderworkerset.x-k8s.io/v1/leaderworkersets"
 PODMONITORS = "monitoring.coreos.com/v1/podmonitors"
+INFERENCEPOOLS = "inference.networking.k8s.io/v1/inferencepools"
+HTTPROUTES = "gateway.networking.k8s.io/v1/httproutes"
 
 # (group/version/plural, kind, has a status subresource)
 BUILTIN = (
@@ -48,6 +50,9 @@ BUILTIN = (
     ("v1/events", "Event", False),
     ("v1/namespaces", "Namespace", True),
     ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget", True),
+    ("v1/serviceaccounts", "ServiceAccount", False),
+    ("rbac.authorization.k8s.io/v1/roles", "Role", False),
+    ("rbac.authorization.k8s.io/v1/rolebindings", "RoleBinding", False),
     (LLMSERVICES, "LLMService", True),
 )
 PEERINGS = "kopf.dev/v1/clusterkopfpeerings"  # a cluster-wide operator's leader election
@@ -55,6 +60,8 @@ NS_PEERINGS = "kopf.dev/v1/kopfpeerings"  # a namespaced operator's
 OPTIONAL = {
     LWS: ("LeaderWorkerSet", True),
     PODMONITORS: ("PodMonitor", False),
+    INFERENCEPOOLS: ("InferencePool", True),
+    HTTPROUTES: ("HTTPRoute", True),
     PEERINGS: ("ClusterKopfPeering", False),
     NS_PEERINGS: ("KopfPeering", False),
 }

@@ -26,13 +26,23 @@ from typing import Any
 
 import pytest
 import yaml
-from kmock_cluster import APPLY, LWS, NS_PEERINGS, PEERINGS, PODMONITORS, Cluster
+from kmock_cluster import (
+    APPLY,
+    HTTPROUTES,
+    INFERENCEPOOLS,
+    LWS,
+    NS_PEERINGS,
+    PEERINGS,
+    PODMONITORS,
+    Cluster,
+)
 from operator_harness import NAMESPACE, StartOperator, eventually
 from test_autoscaler import URL, Source, StubPolicy
 from test_operator import PVCS, condition, create, example, llms
 
 from tokenfleet.controller.kube import PLURALS
 from tokenfleet.controller.ownership import RENDERED_KINDS
+from tokenfleet.render.routing import PICKER_RULES
 
 RULES = Path(__file__).resolve().parents[2] / "charts" / "tokenfleet" / "files" / "rbac-rules.yaml"
 OPERATOR_TOKEN = (
@@ -113,7 +123,7 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
     clusterwide: bool,
 ) -> None:
     peerings = PEERINGS if clusterwide else NS_PEERINGS
-    for optional in (LWS, PODMONITORS, peerings):
+    for optional in (LWS, PODMONITORS, INFERENCEPOOLS, HTTPROUTES, peerings):
         cluster.install(optional)
     # The peering object the chart's replicas share (kopf creates none; it patches it).
     if clusterwide:
@@ -145,6 +155,7 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
         "llama-3.1-8b-l4.yaml",
         "llama-3.1-405b-multinode.yaml",
         "qwen2.5-7b-configmap.yaml",
+        "llama-3.1-8b-l4-scale-to-zero.yaml",
     ):
         body = example(file)
         if file == "llama-3.1-8b-l4.yaml":
@@ -179,10 +190,21 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
     removed = {"spec": {"storage": None}}
     assert (await cluster.patch(llms_path, json=removed, headers=merge)).status < 300
     await eventually(lambda: ("", "persistentvolumeclaims", "delete") in recorded, what="prune")
+    # Routing off (minReplicas up first: 0 needs routing): the picker and pool are pruned.
+    zero = f"/apis/tokenfleet.dev/v1alpha1/namespaces/{NAMESPACE}/llmservices/llama-3-1-8b-zero"
+    no_zero = {"spec": {"autoscaling": {"minReplicas": 1}}}
+    assert (await cluster.patch(zero, json=no_zero, headers=merge)).status < 300
+    no_routing = {"spec": {"routing": {"enabled": False}}}
+    assert (await cluster.patch(zero, json=no_routing, headers=merge)).status < 300
+    await eventually(
+        lambda: ("inference.networking.k8s.io", "inferencepools", "delete") in recorded,
+        what="the routing objects pruned",
+    )
     prunable = {(api.rpartition("/")[0], PLURALS[kind], "delete") for api, kind in RENDERED_KINDS}
     deletes = {grant for grant in recorded if grant[2] == "delete"}
     assert deletes <= prunable, f"deletes outside what prune may touch: {deletes - prunable}"
     recorded |= prunable
+    recorded |= granted([dict(rule) for rule in PICKER_RULES])  # held to be granted
     grants = chart_grants(clusterwide)
     # kopf's own writes (annotations, events) follow our handler: wait for them; a verb
     # never used times out here and is named by the assertion below.

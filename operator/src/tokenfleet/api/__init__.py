@@ -74,8 +74,6 @@ from tokenfleet.api.status import (
 from tokenfleet.api.workload import SloSpec, WorkloadSpec
 
 __all__ = [
-    "GatewayRef",
-    "RoutingSpec",
     "API_VERSION",
     "CATEGORIES",
     "GROUP",
@@ -91,6 +89,7 @@ __all__ = [
     "ConfigMapKeyRef",
     "EngineSpec",
     "EnvVar",
+    "GatewayRef",
     "GpuSpec",
     "HuggingFaceSource",
     "LLMService",
@@ -106,6 +105,7 @@ __all__ = [
     "ResourceList",
     "ResourcesSpec",
     "RolloutSpec",
+    "RoutingSpec",
     "SecretKeyRef",
     "Signals",
     "SloSpec",

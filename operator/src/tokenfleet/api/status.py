@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field
 from tokenfleet.api.base import StatusModel
 
 Phase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
-ConditionType = Literal["Planned", "Ready", "Progressing", "Degraded", "Autoscaling"]
+ConditionType = Literal["Planned", "Ready", "Progressing", "Degraded", "Autoscaling", "Routing"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 

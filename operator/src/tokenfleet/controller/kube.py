@@ -33,6 +33,11 @@ PLURALS: dict[str, str] = {
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "LeaderWorkerSet": "leaderworkersets",
     "ConfigMap": "configmaps",
+    "ServiceAccount": "serviceaccounts",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "InferencePool": "inferencepools",
+    "HTTPRoute": "httproutes",
     "LLMService": "llmservices",
     "Pod": "pods",
 }

@@ -31,7 +31,18 @@ RENDERED_KINDS = (
     ("monitoring.coreos.com/v1", "PodMonitor"),
     ("v1", "Service"),
     ("v1", "PersistentVolumeClaim"),
+    # spec.routing (render.routing): the pool first, so the Gateway stops sending to the
+    # picker before the picker goes.
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    ("inference.networking.k8s.io/v1", "InferencePool"),
+    ("v1", "ConfigMap"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("v1", "ServiceAccount"),
 )
+# Kinds of which render may produce two objects (the engines' and the endpoint picker's):
+# rendering one of them does not mean nothing of that kind is stale.
+SHARED_KINDS = frozenset({"Deployment", "Service", "PodMonitor"})
 
 
 def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
@@ -106,9 +117,11 @@ async def prune(
     rendered_kinds = {kind for kind, _ in keep}
     result = Pruned()
     for api_version, kind in RENDERED_KINDS:
-        # render names each kind after the LLMService alone (one object per kind), so a
-        # kind it still produces has nothing stale to remove: list only the others.
-        if kind in rendered_kinds or not served.get(api_version, True):
+        # render names each kind after the LLMService alone (one object per kind, but for
+        # the picker's), so a kind it still produces has nothing stale to remove: list only
+        # the others.
+        still_rendered = kind in rendered_kinds and kind not in SHARED_KINDS
+        if still_rendered or not served.get(api_version, True):
             continue
         for obj in await kube.list(api_version, kind, namespace, f"{INSTANCE_LABEL}={name}"):
             obj_meta = obj.get("metadata") or {}

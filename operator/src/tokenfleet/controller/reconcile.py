@@ -22,6 +22,7 @@ from tokenfleet.controller import ownership
 from tokenfleet.controller import status as st
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
+from tokenfleet.controller.routing import routing_state
 from tokenfleet.controller.statuswrite import write_status
 
 GROUP, VERSION, PLURAL, KIND = "tokenfleet.dev", "v1alpha1", "llmservices", "LLMService"
@@ -317,6 +318,7 @@ class Reconciler:
 
         lws = await self.kube.has_resource(LWS_API, LWS_PLURAL)
         monitoring = await self.kube.has_resource(MONITORING_API, MONITORING_PLURAL)
+        routing = await routing_state(self.kube, service)
         if int(getattr(plan, "nodes_per_replica", 1)) > 1 and not lws:
             raise Refused(
                 "LeaderWorkerSetMissing",
@@ -327,7 +329,11 @@ class Reconciler:
         try:
             manifests = await off_loop(
                 lambda: steps.render(
-                    service, plan, monitoring_available=monitoring, lws_available=lws
+                    service,
+                    plan,
+                    monitoring_available=monitoring,
+                    lws_available=lws,
+                    routing_available=routing.available,
                 ),
                 self.step_seconds,
             )
@@ -360,7 +366,7 @@ class Reconciler:
         if self._pruned.get((namespace, name)) != generation:
             # Once per generation (and after a restart): only a spec change stops a kind
             # from being rendered; drift passes of the same spec have nothing to prune.
-            served = {LWS_API: lws, MONITORING_API: monitoring}
+            served = {LWS_API: lws, MONITORING_API: monitoring, **routing.served}
             pruned = await ownership.prune(self.kube, body, owned, served)
             for deleted in pruned.deleted:
                 kind, _, obj_name = deleted.partition("/")
@@ -371,7 +377,7 @@ class Reconciler:
             observed = dataclasses.replace(observed, extra=note)
         if autoscaling is not None:
             observed = dataclasses.replace(observed, autoscaling=autoscaling)
-        return observed
+        return dataclasses.replace(observed, routing=routing.condition)
 
     async def _model_config(
         self, ref: tuple[str, str] | None, namespace: str

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-CONDITION_TYPES = ("Planned", "Ready", "Progressing", "Degraded", "Autoscaling")
+CONDITION_TYPES = ("Planned", "Ready", "Progressing", "Degraded", "Autoscaling", "Routing")
 # Keys the reconciler writes that must disappear when a reconcile no longer produces them
 # (a spec turned invalid has no plan and serves no endpoint). replicas / readyReplicas /
 # selector stay as last seen: the workload keeps running and the scale subresource reads them.
@@ -39,6 +39,7 @@ class Observed:
     selector: str | None = None
     endpoint: str | None = None
     autoscaling: Condition | None = None  # None: leave the autoscaler's condition as it is
+    routing: Condition | None = None  # spec.routing (controller.routing)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -91,6 +92,8 @@ def conditions_for(observed: Observed) -> list[Condition]:
     updates = [Condition("Degraded", False, "Reconciled", "all manifests applied")]
     if observed.autoscaling is not None:
         updates.append(observed.autoscaling)
+    if observed.routing is not None:
+        updates.append(observed.routing)
     if observed.planned is not None:
         updates.append(observed.planned)
     if is_ready:
