@@ -110,6 +110,8 @@ class Signals(StatusModel):
     """KV cache usage 0-1, mean over replicas."""
     reporting_replicas: int | None = Field(default=None, ge=0)
     """Replicas whose engine metrics are fresh in Prometheus."""
+    picker_queued: float | None = Field(default=None, ge=0)
+    """Requests the endpoint picker holds (spec.routing with minReplicas 0)."""
 
 
 class CapacityStatus(StatusModel):
@@ -137,6 +139,9 @@ class AutoscalingStatus(StatusModel):
     ReplicasStarting, Cooldown, Stabilizing); absent when it did not."""
     signals: Signals | None = None
     capacity: CapacityStatus | None = None
+    cold_start_seconds: float | None = Field(default=None, ge=0)
+    """The last cold start observed (a replica ordered with none ready, to the first one
+    ready): what a first request waits at the endpoint picker after a scale from zero."""
 
 
 class LLMServiceStatus(StatusModel):

@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass, replace
 
 from tokenfleet.api.spec import LLMServiceSpec
+from tokenfleet.autoscale import zero
 from tokenfleet.autoscale.types import (
     CapacityEstimate,
     Decision,
@@ -151,7 +152,26 @@ def decide(
     now: float,
     params: PolicyParams = DEFAULTS,
 ) -> Decision:
-    """The replicas to run from `now` on, why, and the History to pass next time."""
+    """The replicas to run from `now` on, why, and the History to pass next time.
+
+    With minReplicas 0 the rules of autoscale/zero.py wrap the policy: they decide at zero,
+    and may take the last replica away after the idle window; the policy never goes to 0."""
+    history = zero.track(history, current, signals, now)
+    at_zero = zero.from_zero(spec, current, signals, history, now)
+    if at_zero is not None:
+        return at_zero
+    decision = _decide(spec, zero.policy_view(current), signals, history, now, params)
+    return zero.to_zero(spec, current, signals, decision, now)
+
+
+def _decide(
+    spec: LLMServiceSpec,
+    current: FleetState,
+    signals: Signals | None,
+    history: History,
+    now: float,
+    params: PolicyParams,
+) -> Decision:
     history = _track_ready(history, current, now, params)
     hold = _hold_reason(current, signals, now, params)
     if hold is not None or signals is None:

@@ -135,6 +135,15 @@ def newest_sample_age_query(names: MetricNames, sel: str) -> str:
     return f"time() - max(timestamp({names.running}{sel}))"
 
 
+def picker_queue_query(sel: str) -> str:
+    """Requests the endpoint picker's flow control holds (llm-d-router v0.10.0,
+    docs/metrics.md: llm_d_epp_flow_control_queue_size, a gauge per fairness id and
+    priority, present once a request was queued); 0 while the picker reports anything
+    (llm_d_epp_info, its build info, is always there), nothing when no picker is scraped.
+    The picker's PodMonitor puts llmservice / namespace on its series as on the engines'."""
+    return f"sum(llm_d_epp_flow_control_queue_size{sel}) or (0 * max(llm_d_epp_info{sel}))"
+
+
 def request_rate_query(names: MetricNames, sel: str, window_s: float) -> str:
     """Finished requests per second over the window, whole LLMService (any finish reason)."""
     return f"sum(rate({names.request_success}{sel}[{_window(window_s)}]))"
@@ -248,6 +257,7 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         "running": per_replica_query([names.running], sel),
         "waiting": per_replica_query([names.waiting], sel),
         "kv": per_replica_query(names.kv_usage, sel),
+        "picker_queued": picker_queue_query(sel),
     }
     results = await asyncio.gather(*(client.query(t, at) for t in texts.values()))
     got = dict(zip(texts, (r.samples for r in results), strict=True))
@@ -278,6 +288,7 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         waiting_per_replica=finite(got["waiting"]),
         kv_usage=finite(got["kv"]),
         newest_sample_age_seconds=finite(got["age"]),
+        picker_queued=finite(got["picker_queued"]),
     )
     return Observation(signals, ttft, tpot, bounds[1] if bounds else None)
 

@@ -54,6 +54,9 @@ class Signals:
     """Mean KV-cache usage 0-1 over reporting replicas."""
     newest_sample_age_seconds: float | None = None
     """Age of the newest engine sample at `at` (staleness); None: unknown."""
+    picker_queued: float | None = None
+    """Requests the endpoint picker's flow control holds (spec.routing with minReplicas 0;
+    llm_d_epp_flow_control_queue_size summed over the pool); None: no picker reports."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,14 @@ class History:
     trusted_since: float | None = None
     """Start of the current run of decisions on trusted data (None after a hold or at
     first): a scale-down needs a whole stabilization window of them."""
+    last_traffic_at: float | None = None
+    """Last decision that saw a request (finished, in flight or queued at the picker): the
+    idle clock of scale to zero (autoscale/zero.py). None (a restart): the clock restarts."""
+    cold_since: float | None = None
+    """When the fleet was last asked for a replica with none ready (from zero, or at first)."""
+    cold_start_seconds: float | None = None
+    """The last cold start observed: from cold_since to the first replica ready. What a
+    first request waits at the picker after a scale from zero."""
     """When the ready count last changed: capacity is learnt only on a settled fleet."""
 
 

@@ -64,6 +64,7 @@ from tokenfleet.autoscale.types import (
 from tokenfleet.controller import status as st
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
+from tokenfleet.controller.routing import zero_floor
 from tokenfleet.controller.statuswrite import write_status
 
 API_VERSION, KIND = "tokenfleet.dev/v1alpha1", "LLMService"
@@ -170,6 +171,7 @@ def rebuild_history(autoscaling: Mapping[str, Any], predicted: float) -> History
         if decided_at is not None and isinstance(desired, int)
         else ()
     )
+    cold = autoscaling.get("coldStartSeconds")
     return History(
         recommendations=recommendations,
         last_scale_up_at=last_scale,
@@ -177,6 +179,7 @@ def rebuild_history(autoscaling: Mapping[str, Any], predicted: float) -> History
         capacity=CapacityEstimate(
             predicted=predicted, observed=float(observed) if observed is not None else None
         ),
+        cold_start_seconds=float(cold) if isinstance(cold, int | float) else None,
     )
 
 
@@ -223,12 +226,14 @@ def autoscaling_status(
             waiting_per_replica=_round(signals.waiting_per_replica),
             kv_usage=_round(signals.kv_usage),
             reporting_replicas=signals.reporting_replicas,
+            picker_queued=_round(signals.picker_queued),
         ),
         capacity=None
         if capacity is None
         else CapacityStatus(
             predicted=_round(capacity.predicted), observed=_round(capacity.observed)
         ),
+        cold_start_seconds=_round(decision.history.cold_start_seconds),
     )
     return record.to_dict()
 
@@ -419,7 +424,7 @@ class Autoscalers:
         current = FleetState(
             desired=int(spec.replicas),
             ready=int(status.get("readyReplicas") or 0),
-            min_replicas=spec.autoscaling.min_replicas,
+            min_replicas=zero_floor(spec, status),
             max_replicas=spec.autoscaling.max_replicas,
         )
         query = SignalsQuery(

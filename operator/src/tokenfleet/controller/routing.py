@@ -10,6 +10,7 @@ for it too (controller.autoscaler keeps one replica while Routing is not True).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,3 +64,12 @@ async def routing_state(kube: KubeClient, service: Any) -> RoutingState:
         )
     message = f"InferencePool {service.name} with endpoint picker {service.name}-epp"
     return RoutingState(True, st.Condition("Routing", True, "PoolApplied", message), served)
+
+
+def zero_floor(spec: Any, status: Mapping[str, Any]) -> int:
+    """The autoscaler's minReplicas: 0 only while the Routing condition is True (a picker
+    holds requests); otherwise at least 1, whatever the spec asks."""
+    routing = next((c for c in status.get("conditions") or [] if c.get("type") == "Routing"), None)
+    active = routing is not None and routing.get("status") == "True"
+    floor = int(spec.autoscaling.min_replicas)
+    return floor if active else max(1, floor)

@@ -90,6 +90,7 @@ class Kubelet:
     pods: dict[tuple[str, str], list[Pod]] = field(default_factory=dict)
     events: list[PodEvent] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    extra_targets: list[dict[str, Any]] = field(default_factory=list)
     _counter: itertools.count[int] = field(default_factory=itertools.count)
     _draining: list[tuple[float, Pod]] = field(default_factory=list)
     _statuses: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -262,6 +263,11 @@ class Kubelet:
         self.events.append(PodEvent(time.monotonic(), pod.name, what))
         log.info("pod %s/%s %s", pod.namespace, pod.name, what)
 
+    def add_target(self, group: dict[str, Any]) -> None:
+        """Scrape one more target besides the engine pods (an emulated endpoint picker)."""
+        self.extra_targets.append(group)
+        self._publish_targets()
+
     def _publish_targets(self) -> None:
         self.prometheus.set_targets(
             [
@@ -270,4 +276,5 @@ class Kubelet:
                 for p in pods
                 if p.ready
             ]
+            + self.extra_targets
         )

@@ -101,7 +101,8 @@ def engine_deployment(deployment: dict[str, Any], time_scale: float) -> EngineDe
     meta = deployment["metadata"]
     template = deployment["spec"]["template"].get("metadata") or {}
     llmservice = (meta.get("labels") or {}).get(LLMSERVICE_LABEL)
-    if not llmservice:
+    # Engine pods carry the LLMService's label; the endpoint picker's (spec.routing) do not.
+    if not llmservice or LLMSERVICE_LABEL not in (template.get("labels") or {}):
         return None
     return EngineDeployment(
         namespace=meta["namespace"],
