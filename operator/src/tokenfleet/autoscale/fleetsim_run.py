@@ -10,6 +10,7 @@ show, and let the autoscaler decide when its period comes round.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
@@ -52,7 +53,8 @@ class SimOptions:
     quantile: float = 0.95
     cold_start: float = 120.0  # reference/autoscaling.md: 1-5 min for 7-70B models
     capacity_error: float = 1.0
-    min_replicas: int = 1
+    min_replicas: int = 1  # 0: routed through the endpoint picker (autoscale/zero.py)
+    scale_to_zero_after: int = 600
     max_replicas: int | None = None  # default: twice the static peak provision
     target_utilization: float | None = None  # default: the operator's (spec.autoscaling)
     seed: int = 0
@@ -177,12 +179,15 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
                 "minReplicas": options.min_replicas,
                 "maxReplicas": hi,
                 "intervalSeconds": 15,
+                "scaleToZeroAfterSeconds": options.scale_to_zero_after,
                 **(
                     {"targetUtilization": options.target_utilization}
                     if options.target_utilization
                     else {}
                 ),
             },
+            # minReplicas 0 needs the picker in front (it holds requests at zero).
+            "routing": {"enabled": options.min_replicas == 0},
         }
     )
     return Setup(trace, options, shape, predicted, measured, need, hi, spec)
@@ -242,9 +247,10 @@ def make_autoscaler(name: str, setup: Setup) -> Autoscaler:
     if name == "tokenfleet":
         return Tokenfleet(setup.spec, setup.predicted_capacity * o.capacity_error, start)
     if name == "keda":
-        return keda(start, o.min_replicas, setup.max_replicas)
+        # Their signals are the engines' own, gone at zero replicas: never below one.
+        return keda(start, max(1, o.min_replicas), setup.max_replicas)
     if name == "hpa":
-        return hpa(start, o.min_replicas, setup.max_replicas)
+        return hpa(start, max(1, o.min_replicas), setup.max_replicas)
     if name == "static":
         return Static(setup.static_replicas)
     if name == "oracle":
@@ -290,6 +296,8 @@ def run_policy(setup: Setup, autoscaler: Autoscaler) -> RunResult:
             waiting=[len(r.model.waiting) for r in ready],
             kv_usage=[r.model.kv_used / setup.shape.config.kv_cache_tokens for r in ready],
         )
+        if o.min_replicas == 0:  # the picker's flow-control queue: requests held at zero
+            signals = dataclasses.replace(signals, picker_queued=float(len(fleet.pending)))
         recent = sum(1 for a in arrivals[-5000:] if a > now - metrics.RATE_WINDOW_S)
         timeline.append(
             TimelinePoint(

@@ -40,7 +40,18 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         default=1.0,
         help="scale the capacity model's prediction our policy starts from (0.5, 2: wrong)",
     )
-    p.add_argument("--min-replicas", type=int, default=1)
+    p.add_argument(
+        "--min-replicas",
+        type=int,
+        default=1,
+        help="0: routed through the endpoint picker, which holds requests at zero replicas",
+    )
+    p.add_argument(
+        "--scale-to-zero-after",
+        type=int,
+        default=600,
+        help="with --min-replicas 0: idle seconds before the last replica goes",
+    )
     p.add_argument("--max-replicas", type=int, help="default: twice the static peak provision")
     p.add_argument("--target-utilization", type=float, help="default: the operator's (0.8)")
     p.add_argument(
@@ -70,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
     from tokenfleet.autoscale.fleetsim_run import run as simulate
     from tokenfleet.autoscale.fleetsim_traces import load
 
-    for flag in ("min_replicas", "max_replicas", "max_model_len"):
+    if args.min_replicas < 0:
+        raise PlanError("--min-replicas", args.min_replicas, "must be 0 or more", "pass 0 or 1")
+    for flag in ("max_replicas", "max_model_len"):
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise PlanError(
@@ -92,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         cold_start=args.cold_start,
         capacity_error=args.capacity_error,
         min_replicas=args.min_replicas,
+        scale_to_zero_after=args.scale_to_zero_after,
         max_replicas=args.max_replicas,
         target_utilization=args.target_utilization,
         seed=args.seed,
