@@ -35,6 +35,7 @@ CLI_FLAG_FIELDS: dict[str, tuple[type[BaseModel], str]] = {
     "concurrency": (WorkloadSpec, "concurrency"),
     "input_tokens": (WorkloadSpec, "input_tokens"),
     "output_tokens": (WorkloadSpec, "output_tokens"),
+    "prefix_hit_rate": (WorkloadSpec, "prefix_cache_hit_rate"),
     "max_model_len": (WorkloadSpec, "max_model_len"),
     "ttft_slo_ms": (SloSpec, "ttft_ms"),
     "tpot_slo_ms": (SloSpec, "tpot_ms"),
@@ -73,6 +74,7 @@ SPEC_FIELDS: dict[str, str] = {
     "concurrency": "spec.workload.concurrency",
     "input-tokens": "spec.workload.inputTokens",
     "output-tokens": "spec.workload.outputTokens",
+    "prefix-hit-rate": "spec.workload.prefixCacheHitRate",
     "ttft-slo-ms": "spec.slo.ttftMs",
     "tpot-slo-ms": "spec.slo.tpotMs",
 }
@@ -185,6 +187,7 @@ def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None
         concurrency=spec.workload.concurrency,
         input_tokens=spec.workload.input_tokens,
         output_tokens=spec.workload.output_tokens,
+        prefix_cache_hit_rate=spec.workload.prefix_cache_hit_rate,
         ttft_slo_ms=spec.slo.ttft_ms,
         tpot_slo_ms=spec.slo.tpot_ms,
         max_gpus_per_node=spec.gpu.max_per_node,

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.load import Replica, open_
+from tokenfleet.capacity.prefix import prefill_tokens
 from tokenfleet.capacity.types import Fleet, FleetOption, Objective, Plan
 from tokenfleet.scheduling.virtual import LoadStats
 
@@ -36,9 +37,8 @@ def _at_rate(p: Plan, rate: float) -> LoadStats:
     )
     e2e_s = (p.predicted.ttft_ms + p.predicted.tpot_ms * req.output_tokens) / 1e3
     slo = (req.ttft_slo_ms / 1e3, req.tpot_slo_ms / 1e3)
-    return open_(
-        step_model(p), replica, rate, req.input_tokens, req.output_tokens, slo, rate * e2e_s * 2
-    )
+    prefill = prefill_tokens(req.input_tokens, req.prefix_cache_hit_rate)
+    return open_(step_model(p), replica, rate, prefill, req.output_tokens, slo, rate * e2e_s * 2)
 
 
 def option_for(p: Plan, target_rps: float) -> FleetOption | None:

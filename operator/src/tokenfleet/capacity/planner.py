@@ -39,6 +39,8 @@ from tokenfleet.capacity.performance import (
     build_step_model,
     predict,
 )
+from tokenfleet.capacity.prefix import explain as explain_prefix
+from tokenfleet.capacity.prefix import prefill_share, prefill_tokens
 from tokenfleet.capacity.quantization import WeightFormat, weight_format
 from tokenfleet.capacity.types import GIB, Plan, PlanRequest
 
@@ -388,7 +390,8 @@ def _e2e(ctx: _Context, ev: Evaluation, max_len: int) -> float:
 
 def _workload(ctx: _Context) -> Workload:
     r = ctx.req
-    return Workload(r.concurrency, r.input_tokens, r.output_tokens, ctx.batched)
+    prefill = prefill_tokens(r.input_tokens, r.prefix_cache_hit_rate)
+    return Workload(r.concurrency, prefill, r.output_tokens, ctx.batched)
 
 
 def _validate(req: PlanRequest) -> None:
@@ -454,11 +457,13 @@ def plan(req: PlanRequest) -> Plan:
     step = _step_model(ctx, ev)
     slots = min(max_seqs, ev.kv_tokens // max(request_tokens, 1))
     replica = Replica.of(req.engine, ev.kv_tokens, max_seqs, ctx.batched, max_len, ev.layout.pp)
+    # Prefix-cache hits skip their prefill: the load runs on the tokens left to compute.
+    prefill = prefill_tokens(req.input_tokens, req.prefix_cache_hit_rate)
     prediction = predict_under_load(
         step,
         replica,
         req.concurrency,
-        req.input_tokens,
+        prefill,
         req.output_tokens,
         slots,
         gpus,
@@ -466,8 +471,14 @@ def plan(req: PlanRequest) -> Plan:
         req.ttft_slo_ms / 1e3,
         req.tpot_slo_ms / 1e3,
     )
+    if req.prefix_cache_hit_rate > 0:
+        busy = max(slots, 1)
+        full = closed(step, replica, busy, req.input_tokens, req.output_tokens)
+        bare = closed(step, replica, busy, 1, req.output_tokens)
+        share = prefill_share(full.requests_per_second, bare.requests_per_second)
+        why = f"{why}; {explain_prefix(req.input_tokens, req.prefix_cache_hit_rate, share)}"
     if prediction.goodput_requests_per_second == 0:
-        one = closed(step, replica, 1, req.input_tokens, req.output_tokens)
+        one = closed(step, replica, 1, prefill, req.output_tokens)
         warnings.append(
             f"even a single request misses the SLO (predicted TTFT {one.ttft_p50 * 1e3:.0f} ms, "
             f"TPOT {one.tpot_p50 * 1e3:.1f} ms vs {req.ttft_slo_ms:g} / {req.tpot_slo_ms:g} ms); "

@@ -50,6 +50,9 @@ class PlanRequest:
     concurrency: int = DEFAULT_CONCURRENCY
     input_tokens: int = DEFAULT_INPUT_TOKENS
     output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    # Share of prompt tokens served from the prefix cache: prefill computes the rest
+    # (capacity/prefix.py); memory is still planned on the whole prompt.
+    prefix_cache_hit_rate: float = 0.0
     ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS
     tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS
     max_gpus_per_node: int | None = None

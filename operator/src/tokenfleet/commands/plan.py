@@ -91,6 +91,13 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="time-to-first-token SLO (default: %(default)g ms)",
     )
     p.add_argument(
+        "--prefix-hit-rate",
+        type=float,
+        default=0.0,
+        help="share of prompt tokens served from the engines' prefix cache (0-0.95): "
+        "prefill computes only the rest (default: %(default)g)",
+    )
+    p.add_argument(
         "--tpot-slo-ms",
         type=float,
         default=DEFAULT_TPOT_SLO_MS,
@@ -182,6 +189,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         concurrency=args.concurrency,
         input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,
+        prefix_cache_hit_rate=args.prefix_hit_rate,
         ttft_slo_ms=args.ttft_slo_ms,
         tpot_slo_ms=args.tpot_slo_ms,
         max_gpus_per_node=args.max_gpus_per_node,
