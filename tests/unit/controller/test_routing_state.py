@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tokenfleet.api import parse_llmservice
-from tokenfleet.controller.routing import POOL_API, ROUTE_API, routing_state
+from tokenfleet.controller.routing import POOL_API, ROUTE_API, routing_state, zero_floor
 
 
 class Discovery:
@@ -56,3 +56,22 @@ async def test_routing_state(
     assert state.served == {POOL_API: POOL_API in served, ROUTE_API: ROUTE_API in served}
     if not status and reason != "Disabled":
         assert "install" in state.condition.message
+
+
+@pytest.mark.parametrize(
+    ("min_replicas", "routing_status", "floor"),
+    [
+        (0, "True", 0),  # the picker holds requests: zero allowed
+        (0, "False", 1),  # the CRD missing (or routing off): never zero
+        (0, None, 1),  # not reconciled yet
+        (2, "True", 2),
+        (2, None, 2),
+    ],
+)
+def test_zero_floor(min_replicas: int, routing_status: str | None, floor: int) -> None:
+    spec = service(enabled=True).spec
+    spec = spec.model_copy(
+        update={"autoscaling": spec.autoscaling.model_copy(update={"min_replicas": min_replicas})}
+    )
+    conditions = [] if routing_status is None else [{"type": "Routing", "status": routing_status}]
+    assert zero_floor(spec, {"conditions": conditions}) == floor
