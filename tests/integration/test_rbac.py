@@ -42,7 +42,7 @@ from test_operator import PVCS, condition, create, example, llms
 
 from tokenfleet.controller.kube import PLURALS
 from tokenfleet.controller.ownership import RENDERED_KINDS
-from tokenfleet.render.routing import PICKER_RULES
+from tokenfleet.render.routing import LEADER_ELECTION_RULES, PICKER_RULES
 
 RULES = Path(__file__).resolve().parents[2] / "charts" / "tokenfleet" / "files" / "rbac-rules.yaml"
 OPERATOR_TOKEN = (
@@ -204,7 +204,8 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
     deletes = {grant for grant in recorded if grant[2] == "delete"}
     assert deletes <= prunable, f"deletes outside what prune may touch: {deletes - prunable}"
     recorded |= prunable
-    recorded |= granted([dict(rule) for rule in PICKER_RULES])  # held to be granted
+    picker = PICKER_RULES + LEADER_ELECTION_RULES
+    recorded |= granted([dict(rule) for rule in picker])  # held to be granted
     grants = chart_grants(clusterwide)
     # kopf's own writes (annotations, events) follow our handler: wait for them; a verb
     # never used times out here and is named by the assertion below.

@@ -70,7 +70,11 @@ async def test_routing_on_then_off(cluster: Cluster, start_operator: StartOperat
     await patch(cluster, path, {"spec": {"autoscaling": {"minReplicas": 1}}})
     await patch(cluster, path, {"spec": {"routing": {"enabled": False}}})
     await eventually(lambda: not present(cluster), what="every routing object deleted")
-    assert condition(cluster, NAME, "Routing")["reason"] == "Disabled"
+    # Pruned within the reconcile; its status is written right after.
+    await eventually(
+        lambda: condition(cluster, NAME, "Routing").get("reason") == "Disabled",
+        what="Routing Disabled",
+    )
     assert condition(cluster, NAME, "Degraded")["status"] == "False"
     assert cluster.get(DEPLOYMENTS, NAMESPACE, NAME)  # the engines stay
     assert cluster.get(SERVICES, NAMESPACE, NAME)

@@ -206,10 +206,14 @@ def test_role_is_least_privilege_and_bound_to_the_pickers_account() -> None:
     role = one(manifests, "Role")
     binding = one(manifests, "RoleBinding")
     account = one(manifests, "ServiceAccount")
-    assert role["rules"] == [dict(r) for r in routing.PICKER_RULES]
+    # The case runs two pickers: the lease they elect a leader with, and nothing else.
+    assert role["rules"] == [dict(r) for r in routing.PICKER_RULES + routing.LEADER_ELECTION_RULES]
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
-        assert set(rule["verbs"]) <= {"get", "list", "watch"}  # read-only
+        if rule["resources"] != ["leases"] and rule["resources"] != ["events"]:
+            assert set(rule["verbs"]) <= {"get", "list", "watch"}  # read-only
+    single = one(routed(MULTI), "Role")  # one picker: read-only
+    assert single["rules"] == [dict(r) for r in routing.PICKER_RULES]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"],
     }  # fmt: skip

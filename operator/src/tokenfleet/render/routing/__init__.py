@@ -25,9 +25,16 @@ from tokenfleet.render.routing.picker import (
     scales_to_zero,
 )
 from tokenfleet.render.routing.pool import POOL_API, ROUTE_API, http_route, inference_pool
-from tokenfleet.render.routing.rbac import PICKER_RULES, role, role_binding, service_account
+from tokenfleet.render.routing.rbac import (
+    LEADER_ELECTION_RULES,
+    PICKER_RULES,
+    role,
+    role_binding,
+    service_account,
+)
 
 __all__ = [
+    "LEADER_ELECTION_RULES",
     "MAX_NAME",
     "PICKER_RULES",
     "POOL_API",

@@ -8,7 +8,8 @@ picker runs without them), and the chart's ClusterRole for tokenreviews /
 subjectaccessreviews, which only serves --metrics-endpoint-auth (off here: the metrics
 port is inside the cluster, as the engines' are). The operator must hold every rule it
 grants (RBAC escalation prevention), so the chart grants the operator the same rules; the
-recorded-request test (tests/integration/test_rbac.py) derives them from PICKER_RULES.
+recorded-request test (tests/integration/test_rbac.py) derives them from PICKER_RULES and
+LEADER_ELECTION_RULES.
 """
 
 from __future__ import annotations
@@ -23,6 +24,17 @@ PICKER_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list"]},
     {"apiGroups": [POOL_GROUP], "resources": ["inferencepools"], "verbs": ["get", "watch", "list"]},
 )
+# Only with spec.routing.pickerReplicas > 1 (--ha-enable-leader-election): the lease the
+# replicas elect a leader with, and its events; config/charts/routerlib/templates/
+# _leader-election-rbac.yaml of the same version.
+LEADER_ELECTION_RULES: tuple[dict[str, Any], ...] = (
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+)
 
 
 def service_account(service: LLMService) -> dict[str, Any]:
@@ -33,12 +45,17 @@ def service_account(service: LLMService) -> dict[str, Any]:
     }
 
 
+def rules_for(service: LLMService) -> tuple[dict[str, Any], ...]:
+    elected = service.spec.routing.picker_replicas > 1
+    return PICKER_RULES + (LEADER_ELECTION_RULES if elected else ())
+
+
 def role(service: LLMService) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": picker_metadata(service),
-        "rules": [{key: list(value) for key, value in rule.items()} for rule in PICKER_RULES],
+        "rules": [{key: list(value) for key, value in rule.items()} for rule in rules_for(service)],
     }
 
 
