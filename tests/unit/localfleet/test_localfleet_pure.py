@@ -93,6 +93,16 @@ def test_a_deployment_without_our_label_is_not_an_engine() -> None:
     assert engine_deployment(deployment, 1.0) is None
 
 
+def test_the_endpoint_pickers_deployment_is_not_an_engine() -> None:
+    """spec.routing's picker carries the LLMService's label on the Deployment (so prune
+    finds it) but not on its pods: the kubelet runs no simulator for it."""
+    path = EXAMPLES / "llama-3.1-8b-l4-scale-to-zero.yaml"
+    (rendered,) = render_documents(load_documents(str(path)), str(path))
+    deployments = [m for m in rendered.manifests if m["kind"] == "Deployment"]
+    engines = [d["metadata"]["name"] for d in deployments if engine_deployment(d, 1.0)]
+    assert len(deployments) == 2 and engines == ["llama-3-1-8b-zero"]
+
+
 def test_a_deployment_without_a_plan_says_which_annotation_is_missing() -> None:
     deployment = deployment_of("llama-3.1-8b-l4-autoscale.yaml")
     deployment["metadata"]["annotations"] = {}
