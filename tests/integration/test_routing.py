@@ -15,7 +15,17 @@ from typing import Any
 
 from kmock_cluster import HTTPROUTES, INFERENCEPOOLS, PODMONITORS, Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
-from test_operator import DEPLOYMENTS, LLMS_PATH, SERVICES, condition, create, example, llms, patch
+from test_operator import (
+    DEPLOYMENTS,
+    LLMS_PATH,
+    SERVICES,
+    condition,
+    create,
+    events,
+    example,
+    llms,
+    patch,
+)
 
 NAME = "llama-3-1-8b-zero"
 PICKER = f"{NAME}-epp"
@@ -101,6 +111,12 @@ async def test_inference_pool_crd_missing_is_a_condition_not_a_failure(
     assert cluster.get(DEPLOYMENTS, NAMESPACE, NAME)
     assert cluster.get(SERVICES, NAMESPACE, NAME)
     assert present(cluster) == []
+    # `kubectl describe` shows it as a Warning Event too.
+    warned = await eventually(
+        lambda: [e for e in events(cluster) if e.get("reason") == "InferencePoolMissing"],
+        what="the InferencePoolMissing Event",
+    )
+    assert warned[0]["type"] == "Warning"
 
 
 async def test_min_replicas_zero_without_routing_is_refused(

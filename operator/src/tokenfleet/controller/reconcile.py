@@ -436,6 +436,8 @@ class Reconciler:
                 _post(kopf.warn, body, "Degraded", cond["message"])
             elif kind == "Ready" and status == "True":
                 _post(kopf.info, body, "Ready", cond["message"])
+            elif kind == "Routing" and status == "False" and cond["reason"] != "Disabled":
+                _post(kopf.warn, body, cond["reason"], cond["message"])
         if new.get("phase") != "Degraded" and previous.get("observedGeneration") != gen:
             _post(kopf.info, body, "Applied", f"generation {gen} applied")
 
