@@ -8,7 +8,7 @@ picker runs without them), and the chart's ClusterRole for tokenreviews /
 subjectaccessreviews, which only serves --metrics-endpoint-auth (off here: the metrics
 port is inside the cluster, as the engines' are). The operator must hold every rule it
 grants (RBAC escalation prevention), so the chart grants the operator the same rules; the
-recorded-request test (tests/integration/test_rbac.py) derives them from PICKER_RULES and
+recorded-request test (test_rbac.py) derives them from PICKER_RULES and
 LEADER_ELECTION_RULES.
 """
 
