@@ -26,13 +26,13 @@ from typing import Any
 
 import pytest
 import yaml
-from kmock_cluster import APPLY, LWS, NS_PEERINGS, PEERINGS, PODMONITORS, Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
 from test_autoscaler import URL, Source, StubPolicy
 from test_operator import PVCS, condition, create, example, llms
 
 from tokenfleet.controller.kube import PLURALS
 from tokenfleet.controller.ownership import RENDERED_KINDS
+from tokenfleet.testing.kmock_cluster import APPLY, LWS, NS_PEERINGS, PEERINGS, PODMONITORS, Cluster
 
 RULES = Path(__file__).resolve().parents[2] / "charts" / "tokenfleet" / "files" / "rbac-rules.yaml"
 OPERATOR_TOKEN = (
