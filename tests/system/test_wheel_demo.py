@@ -91,7 +91,8 @@ def test_installed_wheel_runs_a_short_demo_from_an_empty_directory(
     assert plot.is_file() and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", output
     assert "simulated" in output and "plot: demo.png" in output, output
     assert f"logs kept in {tmp_path / 'logs'}" in output
-    assert (tmp_path / "logs" / "prometheus.log").is_file()
+    assert (tmp_path / "logs" / "operator.log").is_file()
+    assert (tmp_path / "logs" / "prometheus" / "prometheus.log").is_file()
     # The installed package, not the checkout, ran.
     where = _run(
         [str(python), "-c", "import tokenfleet.testing.kmock_cluster as m; print(m.__file__)"],

@@ -76,7 +76,8 @@ def test_a_missing_plot_directory_is_refused_before_the_run(
     target = tmp_path / "missing" / "demo.png"
     assert main(["demo", "--plot", str(target)]) == 2
     err = capsys.readouterr().err
-    assert f"--plot {target}: no directory {target.parent}" in err and err.count("\n") == 1
+    assert f"--plot={target}: directory {target.parent} does not exist" in err
+    assert err.count("\n") == 1
     assert list(temp_root.iterdir()) == []
 
 

@@ -16,6 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from tokenfleet.commands.paths import check_output_file
+
 # Ships as package data (tokenfleet/localfleet/examples/), so an installed wheel has it.
 DEFAULT_EXAMPLE = "llama-3.1-8b-l4-autoscale.yaml"
 # Ten times faster than real time: the example's 180 s scale-down window takes 18 s, the
@@ -116,23 +118,14 @@ def _check_llmservice(path: Path, shown: str) -> str | None:
     return None
 
 
-def _check_plot(value: str) -> str | None:
-    plot = Path(value)
-    if plot.suffix.lower() != ".png":
-        return f"--plot {value}: the plot is a PNG; give a path ending in .png"
-    parent = plot.parent if str(plot.parent) else Path(".")
-    if not parent.is_dir():
-        return f"--plot {value}: no directory {parent}; create it or pick another path"
-    return None
-
-
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from tokenfleet.localfleet.demo import DemoOptions, run_demo
 
     path = Path(args.filename) if args.filename else packaged_example()
-    problem = _check_llmservice(path, args.filename or str(path)) or _check_plot(args.plot)
+    check_output_file("--plot", args.plot, ".png")
+    problem = _check_llmservice(path, args.filename or str(path))
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
