@@ -12,7 +12,7 @@ TORCH_VERSION := 2.13.0
 
 export TOKENFLEET_ENGINES_PYTHON := $(abspath $(ENGINES_VENV))/bin/python
 
-.PHONY: all venv engines prometheus lint test test-fast demo bench crd clean
+.PHONY: all venv engines prometheus lint test test-fast demo bench crd image constraints clean
 
 all: test
 
@@ -83,6 +83,24 @@ bench: venv engines
 
 crd: venv
 	$(BIN)/tokenfleet crd
+
+# The operator and engine-sim images, tagged as the chart (image.repository, appVersion) and
+# spec.engine.simulate expect them. Dependencies pinned by images/constraints.txt.
+# IMAGE_REPOSITORY=<registry>/<org> builds for your own registry; DOCKER=podman works too.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+IMAGE_REPOSITORY ?= ghcr.io/tokenfleet
+DOCKER ?= docker
+OPERATOR_IMAGE := $(IMAGE_REPOSITORY)/operator:$(VERSION)
+ENGINE_SIM_IMAGE := $(IMAGE_REPOSITORY)/engine-sim:$(VERSION)
+image:
+	@$(DOCKER) info >/dev/null 2>&1 || { echo "make image: no container engine answers ('$(DOCKER) info' failed): start Docker, or pass DOCKER=podman, and run make image again" >&2; exit 1; }
+	$(DOCKER) build -f images/operator/Dockerfile -t $(OPERATOR_IMAGE) .
+	$(DOCKER) build -f images/engine-sim/Dockerfile -t $(ENGINE_SIM_IMAGE) .
+	@echo "built $(OPERATOR_IMAGE) and $(ENGINE_SIM_IMAGE); push both to run the chart from a registry (kind: kind load docker-image)"
+
+# images/constraints.txt from the venv's installed versions of the runtime dependencies.
+constraints: venv
+	$(BIN)/python images/pin_constraints.py > images/constraints.txt
 
 clean:
 	rm -rf $(VENV) $(ENGINES_VENV) $(STAMPS) .pytest_cache .mypy_cache .ruff_cache

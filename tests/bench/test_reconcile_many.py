@@ -23,8 +23,9 @@ import yaml
 from kmock import Server, resource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from kmock_cluster import LLMSERVICES, Cluster
 from operator_harness import kubeconfig_for
+
+from tokenfleet.testing.kmock_cluster import LLMSERVICES, Cluster
 
 COUNT = int(os.environ.get("TOKENFLEET_BENCH_SERVICES", "500"))
 NAMESPACE = "bench"

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import yaml
 from kmock import Server
-from kmock_cluster import Cluster
 from operator_harness import NAMESPACE, RunningOperator, StartOperator, kubeconfig_for
 
 from tokenfleet.controller.autoscaler import AutoscalerOptions, Autoscalers
@@ -22,6 +21,7 @@ from tokenfleet.controller.handlers import Credentials, Drift, Options, build_re
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.reconcile import Pipeline, Policy, Reconciler
+from tokenfleet.testing.kmock_cluster import Cluster
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kmock_cluster import Cluster
 from operator_harness import WAIT_SECONDS
+
+from tokenfleet.testing.kmock_cluster import Cluster
 
 
 def peak_rss_mib(pid: int) -> float:

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kmock_cluster import Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
 from prometheus_client import generate_latest
 from test_operator import (
@@ -32,6 +31,7 @@ from tokenfleet.autoscale.prometheus import PrometheusUnreachable
 from tokenfleet.autoscale.signals import Attainment, Boundary, Observation, SignalsQuery
 from tokenfleet.autoscale.types import Decision, FleetState, History, Signals
 from tokenfleet.controller.autoscaler import parse_iso
+from tokenfleet.testing.kmock_cluster import Cluster
 
 NAME = "llama-3-1-8b"
 URL = "http://prometheus.test:9090"  # never dialled: the source is injected

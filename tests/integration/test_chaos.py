@@ -16,10 +16,11 @@ from typing import Any
 
 import yaml
 from kmock import Server
-from kmock_cluster import LLMSERVICES, Cluster
 from operator_harness import NAMESPACE, kubeconfig_for
 from operator_process import OperatorProcess, peak_rss_mib
 from test_operator import DEPLOYMENTS, LLMS_PATH, SERVICES, example, owned
+
+from tokenfleet.testing.kmock_cluster import LLMSERVICES, Cluster
 
 RSS_LIMIT_MIB = 300 * 1000**2 / 1024**2  # "300 MB" of the issue, in MiB
 Mutation = Callable[[dict[str, Any]], None]

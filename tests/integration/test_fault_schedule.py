@@ -14,12 +14,12 @@ from typing import Any
 
 import yaml
 from kmock import Server
-from kmock_cluster import LLMSERVICES, Cluster
 from operator_harness import NAMESPACE, kubeconfig_for
 from operator_process import OperatorProcess
 from test_operator import LLMS_PATH, example, owned
 
 from tokenfleet.controller.reconcile import Pipeline, own
+from tokenfleet.testing.kmock_cluster import LLMSERVICES, Cluster
 
 NAMES = ("fs-a", "fs-b", "fs-c")
 

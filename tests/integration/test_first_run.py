@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from kmock_cluster import PEERINGS, Cluster
 from operator_harness import NAMESPACE, RunningOperator, eventually
 from test_operator import create, example
 
@@ -24,6 +23,7 @@ from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.peering import PeeringWatch, watch_peering
 from tokenfleet.controller.reconcile import Pipeline, Reconciler
+from tokenfleet.testing.kmock_cluster import PEERINGS, Cluster
 
 RECHECK_SECONDS = 0.2  # production: 60 s; short here so several repeats are seen
 

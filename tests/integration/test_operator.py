@@ -10,9 +10,10 @@ from typing import Any
 
 import jsonschema
 import yaml
-from kmock_cluster import LLMSERVICES, LWS, Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
 from prometheus_client import generate_latest
+
+from tokenfleet.testing.kmock_cluster import LLMSERVICES, LWS, Cluster
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LLMS_PATH = f"/apis/tokenfleet.dev/v1alpha1/namespaces/{NAMESPACE}/llmservices"

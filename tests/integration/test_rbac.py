@@ -26,7 +26,14 @@ from typing import Any
 
 import pytest
 import yaml
-from kmock_cluster import (
+from operator_harness import NAMESPACE, StartOperator, eventually
+from test_autoscaler import URL, Source, StubPolicy
+from test_operator import PVCS, condition, create, example, llms
+
+from tokenfleet.controller.kube import PLURALS
+from tokenfleet.controller.ownership import RENDERED_KINDS
+from tokenfleet.render.routing import LEADER_ELECTION_RULES, PICKER_RULES
+from tokenfleet.testing.kmock_cluster import (
     APPLY,
     HTTPROUTES,
     INFERENCEPOOLS,
@@ -36,13 +43,6 @@ from kmock_cluster import (
     PODMONITORS,
     Cluster,
 )
-from operator_harness import NAMESPACE, StartOperator, eventually
-from test_autoscaler import URL, Source, StubPolicy
-from test_operator import PVCS, condition, create, example, llms
-
-from tokenfleet.controller.kube import PLURALS
-from tokenfleet.controller.ownership import RENDERED_KINDS
-from tokenfleet.render.routing import LEADER_ELECTION_RULES, PICKER_RULES
 
 RULES = Path(__file__).resolve().parents[2] / "charts" / "tokenfleet" / "files" / "rbac-rules.yaml"
 OPERATOR_TOKEN = (

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kmock_cluster import Cluster
 from operator_harness import StartOperator, eventually
 from test_operator import condition, create, example, owned
+
+from tokenfleet.testing.kmock_cluster import Cluster
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kmock_cluster import HTTPROUTES, INFERENCEPOOLS, PODMONITORS, Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
 from test_operator import (
     DEPLOYMENTS,
@@ -26,6 +25,8 @@ from test_operator import (
     llms,
     patch,
 )
+
+from tokenfleet.testing.kmock_cluster import HTTPROUTES, INFERENCEPOOLS, PODMONITORS, Cluster
 
 NAME = "llama-3-1-8b-zero"
 PICKER = f"{NAME}-epp"

@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 import kopf
 import yaml
-from kmock_cluster import LWS, Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
 from test_operator import (
     DEPLOYMENTS,
@@ -34,6 +33,7 @@ from test_operator import (
 
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.reconcile import Pipeline, Policy
+from tokenfleet.testing.kmock_cluster import LWS, Cluster
 
 NAME = "llama-3-1-8b"
 

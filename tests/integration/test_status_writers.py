@@ -12,7 +12,6 @@ import asyncio
 import logging
 
 import kopf
-from kmock_cluster import Cluster
 from operator_harness import NAMESPACE, StartOperator, eventually
 from test_autoscaler import NAME, URL, Source, StubPolicy, autoscaled, status
 from test_operator import DEPLOYMENTS, LLMS_PATH, condition, create, example, patch
@@ -23,6 +22,7 @@ from tokenfleet.controller.autoscaler import compose_autoscaler_status
 from tokenfleet.controller.handlers import Credentials
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.statuswrite import write_status
+from tokenfleet.testing.kmock_cluster import Cluster
 
 
 async def client() -> KubeClient:

@@ -48,7 +48,10 @@ def test_dockerfile_is_pinned_non_root_and_installs_the_repo(path: Path) -> None
     # The package comes from this repository's source, built into a wheel.
     assert "COPY operator/src" in text and "pip wheel" in text
     final = text.split("\nFROM ")[-1]
-    assert "COPY --from=build /wheels" in final and "pip install /wheels/" in final
+    assert "COPY --from=build /wheels" in final
+    # Dependencies at the pinned versions (make constraints), not whatever PyPI has today.
+    assert "COPY images/constraints.txt" in final
+    assert re.search(r"pip install --constraint \S*constraints\.txt /wheels/", final)
 
 
 def test_dockerignore_lets_in_what_the_images_copy() -> None:
@@ -60,7 +63,7 @@ def test_dockerignore_lets_in_what_the_images_copy() -> None:
         for line in re.findall(r"^COPY (?!--from)(.+) \S+$", path.read_text(), re.M)
         for src in line.split()
     }
-    assert copied == {"pyproject.toml", "README.md", "operator/src"}
+    assert copied == {"pyproject.toml", "README.md", "operator/src", "images/constraints.txt"}
     assert {f"!{src}" for src in copied} <= set(lines)
 
 

@@ -66,12 +66,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        return int(args._module.run(args) or 0)
+        code = int(args._module.run(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe is seen here, not at exit
+        return code
     except PlanError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`tokenfleet plan ... | head -1`): what it wanted was written.
+        # Point stdout at /dev/null so the interpreter's last flush does not raise again.
+        _silence_stdout()
+        return 0
+
+
+def _silence_stdout() -> None:
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout already closed, or not a file (a test's capture)
+        pass
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,9 @@ def req(arch=LLAMA, **kw) -> PlanRequest:
         (req(input_tokens=10_000_000), "input-tokens", "131,072-token context"),
         (req(input_tokens=131_000, output_tokens=300), "input-tokens", "131,000 input + 300"),
         (req(output_tokens=200_000), "output-tokens", "exceed"),
+        # vLLM refuses a --max-model-len beyond max_position_embeddings: a crash-looping pod
+        (req(max_model_len=200_000), "max-model-len", "exceeds the 131,072-token context"),
+        (req(input_tokens=200_000, max_model_len=262_144), "max-model-len", "to 131,072 or less"),
         (req(engine_version="99.0"), "engine-version", "newest: 0.32"),
         (req(engine_version="0.33.0"), "engine-version", "--engine-version 0.32.0"),
         (req(engine="sglang", engine_version="0.6.0"), "engine-version", "newest: 0.5"),
@@ -43,7 +46,6 @@ def test_refused_with_the_field_and_the_fix(request_, field, fragment):
     [
         req(),
         req(input_tokens=130_000, output_tokens=1072),  # exactly the context
-        req(input_tokens=200_000, max_model_len=262_144),  # explicit longer context: warned
         req(engine_version="0.32.9"),
         req(engine_version="0.9.2"),
         req(engine="sglang", engine_version="0.5.30"),

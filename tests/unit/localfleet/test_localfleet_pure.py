@@ -23,7 +23,7 @@ from tokenfleet.localfleet.pods import (
     sim_args,
     target_group,
 )
-from tokenfleet.localfleet.view import row_line
+from tokenfleet.localfleet.view import plan_header, row_line
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -167,6 +167,23 @@ def test_fraction_within(buckets: dict[float, float], bound: float, share: float
 
 def test_row_line_marks_a_breach_and_shows_the_hold() -> None:
     slo = Slo(ttft_s=1.0, tpot_s=0.1, quantile=0.95, attainment=0.99)
-    row = Row(120, 1.5, 3, 2, 3, 1.2, 0.9, 1.35, "PrometheusDown: holding", "PrometheusDown")
+    row = Row(120, 1.5, 3, 2, 3, 1.2, 0.9, 1.35, "hold: PrometheusDown: holding", "PrometheusDown")
     line = row_line(row, slo)
-    assert "2/3" in line and "1200!" in line and "[PrometheusDown]" in line
+    assert "2/3" in line and "1200!" in line
+    assert line.count("PrometheusDown") == 1, line  # not "[PrometheusDown] hold: PrometheusDown"
+    other = Row(120, 1.5, 3, 2, 3, 1.2, 0.9, 1.35, "cooling down", "Cooldown")
+    assert "[Cooldown] cooling down" in row_line(other, slo)
+
+
+def test_row_line_keeps_the_whole_decision() -> None:
+    """No cut at the terminal's width: "attainment 0.988" must not read "attainment 0"."""
+    slo = Slo(ttft_s=1.0, tpot_s=0.1, quantile=0.95, attainment=0.99)
+    reason = "slo: attainment 0.988 < 0.99 over 60 s; " + "x" * 200
+    row = Row(120, 1.5, 3, 2, 3, 0.8, 0.9, 1.35, reason, None)
+    assert row_line(row, slo).endswith(reason)
+
+
+def test_plan_header_says_the_ttft_quantile_is_bucket_interpolation() -> None:
+    slo = Slo(ttft_s=1.0, tpot_s=0.1, quantile=0.95, attainment=0.99)
+    header = "\n".join(plan_header("x", {"spec": {}, "status": {"plan": {}}}, slo, 10.0))
+    assert "TTFT-Q" in header and "interpolation" in header and "p95" in header

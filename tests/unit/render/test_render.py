@@ -123,6 +123,9 @@ def test_gpus_per_pod_and_resource_name(case: Rendered) -> None:
     resource = case.service.spec.gpu.resource_name or case.plan.gpu.resource_name
     for template in templates(workload).values():
         res = engine(template)["resources"]
+        if case.service.spec.engine.simulate:  # test_simulate.py: no GPU at all
+            assert resource not in res["requests"] and resource not in res.get("limits", {})
+            continue
         assert res["requests"][resource] == res["limits"][resource] == str(per_pod)
     group = workload["spec"].get("leaderWorkerTemplate")
     if group is not None:
@@ -136,7 +139,10 @@ def test_node_selector_has_the_gpu_label_and_the_users(case: Rendered) -> None:
     workload = kinds.get("Deployment") or kinds["LeaderWorkerSet"]
     gpu = case.plan.gpu
     for template in templates(workload).values():
-        selector = template["spec"]["nodeSelector"]
+        selector = template["spec"].get("nodeSelector", {})
+        if case.service.spec.engine.simulate:  # any node: kind has no GPU label
+            assert gpu.node_label_key not in selector
+            continue
         assert selector[gpu.node_label_key] == gpu.node_label_value
         assert case.service.spec.gpu.node_selector.items() <= selector.items()
 

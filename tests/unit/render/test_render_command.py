@@ -141,6 +141,12 @@ def _service(spec: dict[str, object]) -> str:
         # the shared request checks, named as spec fields
         ({"workload": {"inputTokens": 1_000_000}},
          r"spec\.workload\.inputTokens=1000000: .*131,072-token context"),
+        # vLLM refuses it at start-up: the pod would crash-loop
+        ({"workload": {"maxModelLen": 200_000}},
+         r"spec\.workload\.maxModelLen=200000: exceeds the 131,072-token context .*lower "
+         r"spec\.workload\.maxModelLen to 131,072"),
+        ({"workload": {"targetRequestsPerSecond": 1_000_000}},
+         r"spec\.workload\.targetRequestsPerSecond=1e\+06: needs .* replicas"),
         ({"engine": {"version": "99.0"}},
          r"spec\.engine\.version=99\.0: is newer .*use spec\.engine\.version 0\.32\.0"),
         ({"model": {"id": "meta-llama/Llama-3.1-8B", "quantization": "awq"}},

@@ -56,7 +56,7 @@ class Rule:
     `cel` goes into the CRD (`x-kubernetes-validations`) so the API server rejects the
     object at `kubectl apply`; the model's validator checks the same condition in Python
     for objects that reach the operator some other way (an older CRD, a test, the CLI).
-    tests/unit/api checks that both agree on a table of cases.
+    the api unit tests check that both agree on a table of cases.
     """
 
     cel: str

@@ -30,9 +30,11 @@ class StorageSpec(SpecModel):
     storage_class_name: str | None = Field(default=None, max_length=253)
     """Storage class. Default: the cluster default."""
     access_mode: Literal["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany", "ReadWriteOncePod"] = (
-        "ReadWriteMany"
+        "ReadWriteOnce"
     )
-    """ReadWriteMany lets replicas on different nodes share one cache."""
+    """ReadWriteOnce binds on every cloud's default storage class; replicas on other nodes
+    cannot mount it then. ReadWriteMany (with an RWX class: EFS, Filestore, Azure Files,
+    CephFS) lets replicas on different nodes share one cache."""
     retain: bool = True
     """Keep the claim (and the downloaded weights) when storage is later removed from the
     spec; false: the operator deletes it then. Deleting the LLMService always deletes it."""

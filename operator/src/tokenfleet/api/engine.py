@@ -11,6 +11,17 @@ from tokenfleet.api.base import FREE_FORM, Rule, SpecModel, cel_rules, check
 EngineKind = Literal["vllm", "sglang"]
 
 
+def simulator_image() -> str:
+    """The engine simulator's image (`tokenfleet sim`), as `make image` tags it."""
+    from tokenfleet import __version__
+
+    return f"{IMAGE_REPOSITORY}/engine-sim:{__version__}"
+
+
+# Where `make image` tags the operator and engine-sim images (the chart's defaults too).
+IMAGE_REPOSITORY = "ghcr.io/tokenfleet"
+
+
 def default_image(kind: str, version: str) -> str:
     """The upstream CUDA image of an engine version: vllm/vllm-openai:v0.11.0,
     lmsysorg/sglang:v0.5.4. The table (with the ROCm rows) is engines.images."""
@@ -145,6 +156,11 @@ class EngineSpec(SpecModel):
     speculative: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
     """Speculative decoding config, passed through to the engine
     (vLLM --speculative-config JSON; SGLang --speculative-* flags)."""
+    simulate: bool = False
+    """Run the engine simulator (`tokenfleet sim`, image ghcr.io/tokenfleet/engine-sim
+    unless image is set) instead of the engine: same plan, API and metrics, timed by the
+    capacity model, with no GPU request and no GPU node selector. For trying the operator
+    and its autoscaler on a cluster without GPUs (kind)."""
 
     @field_validator("args")
     @classmethod
@@ -180,4 +196,6 @@ class EngineSpec(SpecModel):
 
     def image_for(self, version: str) -> str:
         """The image to run, given the engine version the plan was made for."""
+        if self.simulate:
+            return self.image or simulator_image()
         return self.image or default_image(self.kind, self.version or version)

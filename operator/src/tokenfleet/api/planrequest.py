@@ -37,6 +37,7 @@ CLI_FLAG_FIELDS: dict[str, tuple[type[BaseModel], str]] = {
     "output_tokens": (WorkloadSpec, "output_tokens"),
     "prefix_hit_rate": (WorkloadSpec, "prefix_cache_hit_rate"),
     "max_model_len": (WorkloadSpec, "max_model_len"),
+    "target_rps": (WorkloadSpec, "target_requests_per_second"),
     "ttft_slo_ms": (SloSpec, "ttft_ms"),
     "tpot_slo_ms": (SloSpec, "tpot_ms"),
     "max_num_seqs": (EngineSpec, "max_num_seqs"),
@@ -114,6 +115,31 @@ def check_cli_bounds(values: Mapping[str, Any]) -> None:
                 )
 
 
+def max_replicas() -> int:
+    """The most replicas an LLMService can run: the CRD's bound on spec.autoscaling.maxReplicas."""
+    from tokenfleet.api.autoscaling import AutoscalingSpec
+
+    field = AutoscalingSpec.model_fields["max_replicas"]
+    return min(int(str(b.le)) for b in field.metadata if isinstance(b, annotated_types.Le))
+
+
+def check_fleet_size(planned: Plan, field: str = "target-rps") -> None:
+    """A target rate no LLMService can serve (more replicas than the CRD allows) is refused
+    rather than planned: `--target-rps 1e9` must not answer with billions of GPUs."""
+    fleet = planned.fleet
+    if fleet is None or fleet.chosen.replicas <= (limit := max_replicas()):
+        return
+    per_replica = fleet.chosen.goodput_requests_per_second
+    raise PlanError(
+        field,
+        f"{fleet.target_requests_per_second:g}",
+        f"needs {fleet.chosen.replicas:,} replicas ({fleet.chosen.total_gpus:,} GPUs), more "
+        f"than the {limit:,} one LLMService runs (spec.autoscaling.maxReplicas)",
+        f"lower it to {per_replica * limit:,.0f} req/s or less, or split the traffic over "
+        "several LLMServices",
+    )
+
+
 def _violated(bound: object, value: Any) -> str | None:
     if isinstance(bound, annotated_types.Ge) and not value >= bound.ge:
         return f"must be >= {bound.ge}"
@@ -157,6 +183,7 @@ def plan_service(request: PlanRequest) -> Plan:
 
     try:
         planned = plan(request)
+        check_fleet_size(planned, "spec.workload.targetRequestsPerSecond")
     except PlanError as error:
         raise spec_error(error) from None
     # Warnings land in status.plan.warnings: word them for the YAML too.

@@ -4,7 +4,7 @@ The step-by-step scheduler in `tokenfleet.sim.scheduler` costs O(batch) Python w
 engine step; a 30-minute trace at tens of req/s is millions of steps per policy (minutes).
 This model makes the same per-step decisions in aggregate and charges every step with the
 capacity model's step timer (`StepModel.step_seconds`), so it stays within a few percent of
-the scheduler (tests/unit/autoscale/test_fleetsim_replica.py compares them) at about one
+the scheduler (the unit test test_fleetsim_replica.py compares them) at about one
 loop iteration per request event instead of one per step:
 
 - Running requests first: each decoding request gets one token per step; the rest of the

@@ -126,6 +126,20 @@ def load_csv(path: str | Path) -> Trace:
             "is not a file",
             "give a CSV path or one of " + ", ".join(BUILT_IN),
         )
+    try:
+        return _read_csv(path, file)
+    except (UnicodeDecodeError, csv.Error) as error:
+        problem = "is not UTF-8 text (a binary file?)"
+        if isinstance(error, csv.Error):
+            problem = f"is not a readable CSV ({error})"
+        raise PlanError("--trace", str(path), problem, "give a CSV trace file") from None
+    except OSError as error:
+        raise PlanError(
+            "--trace", str(path), error.strerror or "cannot be read", "give a readable CSV"
+        ) from None
+
+
+def _read_csv(path: str | Path, file: Path) -> Trace:
     rows: list[tuple[float, int, int]] = []
     with file.open(newline="") as handle:
         reader = csv.DictReader(handle)

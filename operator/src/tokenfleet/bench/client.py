@@ -7,7 +7,7 @@ parser, and the dispatcher takes a concurrency slot before it creates a task, so
 loop (`--request-rate inf --max-concurrency N --duration S`) never queues unbounded work.
 
 The streaming path uses aiohttp rather than httpx (used for the one-off model lookup):
-measured in tests/bench/bench_client_overhead.py, httpx/httpcore spent about 3 ms of CPU per
+measured in the bench test bench_client_overhead.py, httpx/httpcore spent about 3 ms of CPU per
 request (a connection-pool scan linear in the pool size per request, and a failed
 `import sniffio` per request), capping one client near 300 requests/s on this machine.
 """

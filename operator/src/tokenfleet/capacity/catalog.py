@@ -96,6 +96,14 @@ def load_model(model: str, field: str = "model") -> ModelArch:
             raise PlanError(
                 field, model, f"not valid JSON ({e.msg} at line {e.lineno})", "fix the file"
             ) from None
+        except UnicodeDecodeError:
+            raise PlanError(
+                field, model, "not UTF-8 text (a binary file?)", "pass a model's config.json"
+            ) from None
+        except OSError as e:
+            raise PlanError(
+                field, model, e.strerror or "cannot read", "pass a readable config.json"
+            ) from None
         if not isinstance(config, dict):
             raise PlanError(field, model, "config.json is not a JSON object", "fix the file")
         return parse_config(config, str(config.get("_name_or_path") or file.parent.name), model)

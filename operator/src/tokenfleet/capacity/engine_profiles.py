@@ -2,7 +2,7 @@
 
 One record per engine-version family, with every constant the memory model uses. The
 constants are fitted to the printed numbers in reference/engines.md (calibration table) and
-the overhead ranges it reports; tests/unit/capacity/test_calibration.py checks the fit.
+the overhead ranges it reports; the unit test test_calibration.py checks the fit.
 
 - vLLM measures weights + peak activation + non-torch memory in a profile run and gives the
   rest of `total x gpu_memory_utilization` to the KV cache. The profile's peak is either the

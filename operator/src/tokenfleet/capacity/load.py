@@ -39,7 +39,7 @@ BISECTION_STEPS = 4  # the first guess, then up to 3 halvings of its bracket ...
 RESOLUTION = 0.12  # ... stopping once the capacity is known to within 12%
 # Where the goodput search looks first, as a share of the saturation throughput, when the
 # target concurrency meets the SLO: the capacity found was 0.82-1.0 of it on the bench's
-# models (8B on H100, gpt-oss-120b, DeepSeek-V3; tests/bench/test_plan_latency.py).
+# models (8B on H100, gpt-oss-120b, DeepSeek-V3; the bench test test_plan_latency.py).
 GUESS_OF_SATURATION = 0.8
 
 

@@ -61,7 +61,14 @@ def _check_expert_parallel(req: PlanRequest, names: Mapping[str, str]) -> None:
 def _check_context(req: PlanRequest, names: Mapping[str, str]) -> None:
     context = req.arch.max_context
     if req.max_model_len and req.max_model_len > context:
-        return  # an explicit longer context (rope scaling): the planner warns about it
+        # vLLM refuses a --max-model-len above the config's max_position_embeddings at
+        # start-up (the pod would crash-loop); SGLang likewise without an override.
+        raise PlanError(
+            _field(names, "max_model_len"),
+            req.max_model_len,
+            f"exceeds the {context:,}-token context of {req.arch.name} (max_position_embeddings)",
+            f"lower {names['max_model_len']} to {context:,} or less, or leave it unset",
+        )
     tokens = req.input_tokens + req.output_tokens
     if tokens <= context:
         return

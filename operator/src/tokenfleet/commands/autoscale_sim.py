@@ -10,6 +10,7 @@ import sys
 
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import DEFAULT_TPOT_SLO_MS, DEFAULT_TTFT_SLO_MS
+from tokenfleet.commands.paths import check_output_file
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -95,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         raise PlanError(
             "--target-utilization", args.target_utilization, "must be in (0, 1]", "pass e.g. 0.8"
         )
+    if args.plot:
+        check_output_file("--plot", args.plot, ".png")
     options = SimOptions(
         model=args.model,
         gpu=args.gpu,

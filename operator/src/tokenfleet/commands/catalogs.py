@@ -50,13 +50,14 @@ def run(args: argparse.Namespace) -> int:
         if args.output != "table":
             _dump(rows, args.output)
             return 0
+        w = max([36, *(len(str(r["id"])) + 2 for r in rows)])  # ids never run into TYPE
         print(
-            f"{'MODEL':<36}{'TYPE':<18}{'PARAMS(B)':>10}{'ACTIVE(B)':>10}{'LAYERS':>7}"
+            f"{'MODEL':<{w}}{'TYPE':<18}{'PARAMS(B)':>10}{'ACTIVE(B)':>10}{'LAYERS':>7}"
             f"{'HEADS':>6}{'KV':>4}{'CONTEXT':>9}  QUANT"
         )
         for r in rows:
             print(
-                f"{r['id']!s:<36}{r['type']!s:<18}{r['params']!s:>10}{r['activeParams']!s:>10}"
+                f"{r['id']!s:<{w}}{r['type']!s:<18}{r['params']!s:>10}{r['activeParams']!s:>10}"
                 f"{r['layers']!s:>7}{r['heads']!s:>6}{r['kvHeads']!s:>4}{r['context']!s:>9}"
                 f"  {r['quantization']}"
             )

@@ -1,8 +1,9 @@
 """`tokenfleet crd`: write (or check) the LLMService CRD generated from tokenfleet.api.
 
 Writes crds/tokenfleet.dev_llmservices.yaml and, when the Helm chart exists, the copy in
-charts/tokenfleet/crds/. `--check` writes nothing and exits 1 when a committed file differs
-from what the models generate (CI runs it so the YAML never drifts from the code).
+charts/tokenfleet/crds/, and, when docs/api.md exists, the spec's field table inside it.
+`--check` writes nothing and exits 1 when a committed file differs from what the models
+generate (CI runs it so neither the YAML nor the reference drifts from the code).
 """
 
 from __future__ import annotations
@@ -42,22 +43,26 @@ def targets(root: Path) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     from tokenfleet.api.crd import render_crd_yaml
+    from tokenfleet.api.reference import fill
 
     text = render_crd_yaml()
     if args.output == "-":
         sys.stdout.write(text)
         return 0
-    paths = [Path(args.output)] if args.output else targets(Path(args.root))
+    wanted = {p: text for p in ([Path(args.output)] if args.output else targets(Path(args.root)))}
+    reference = Path(args.root) / "docs" / "api.md"
+    if not args.output and reference.is_file():
+        wanted[reference] = fill(reference.read_text())
     if args.check:
-        stale = [p for p in paths if not p.is_file() or p.read_text() != text]
+        stale = [p for p, want in wanted.items() if not p.is_file() or p.read_text() != want]
         for path in stale:
             problem = "is out of date with tokenfleet.api" if path.is_file() else "not found"
             print(f"error: {path}: {problem}; run `tokenfleet crd` to write it", file=sys.stderr)
         return 1 if stale else 0
-    for path in paths:
+    for path, want in wanted.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.is_file() or path.read_text() != text:
-            path.write_text(text)
+        if not path.is_file() or path.read_text() != want:
+            path.write_text(want)
             print(f"wrote {path}")
         else:
             print(f"unchanged {path}")

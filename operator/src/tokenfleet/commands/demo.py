@@ -16,9 +16,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from tokenfleet.localfleet.emulated import REPO_ROOT
+from tokenfleet.commands.paths import check_output_file
 
-DEFAULT_EXAMPLE = "examples/llama-3.1-8b-l4-autoscale.yaml"
+# Ships as package data (tokenfleet/localfleet/examples/), so an installed wheel has it.
+DEFAULT_EXAMPLE = "llama-3.1-8b-l4-autoscale.yaml"
 # Ten times faster than real time: the example's 180 s scale-down window takes 18 s, the
 # 120 s cold start 12 s, and the whole demo stays under 5 minutes on a 2-core machine.
 DEFAULT_TIME_SCALE = 10.0
@@ -28,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument(
         "-f",
         "--filename",
-        default=DEFAULT_EXAMPLE,
-        help="the LLMService to apply (default: %(default)s, from the repository)",
+        help=f"the LLMService to apply (default: the packaged {DEFAULT_EXAMPLE}, as in the "
+        "repository's examples/)",
     )
     p.add_argument(
         "--time-scale",
@@ -84,11 +85,37 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     )
 
 
-def _example_path(value: str) -> Path:
-    path = Path(value)
-    if not path.exists() and (REPO_ROOT / value).exists():
-        path = REPO_ROOT / value
-    return path
+def packaged_example() -> Path:
+    from importlib.resources import files
+
+    return Path(str(files("tokenfleet.localfleet").joinpath("examples", DEFAULT_EXAMPLE)))
+
+
+def _check_llmservice(path: Path, shown: str) -> str | None:
+    """None when the file holds an LLMService, else the one-line problem (before anything
+    starts: no temp dir, no process)."""
+    import yaml
+
+    from tokenfleet.localfleet.demo import load_llmservice
+
+    fix = "pass a YAML file holding an LLMService, e.g. the repository's examples/"
+    try:
+        load_llmservice(path)
+    except FileNotFoundError:
+        return f"-f {shown}: no such file"
+    except IsADirectoryError:
+        return f"-f {shown}: is a directory; {fix}"
+    except UnicodeDecodeError:
+        return f"-f {shown}: not UTF-8 text (a binary file?); {fix}"
+    except OSError as error:
+        return f"-f {shown}: {error.strerror or 'cannot read'}; {fix}"
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        return f"-f {shown}: not valid YAML{where}; fix the YAML syntax"
+    except (ValueError, AttributeError, TypeError):
+        return f"-f {shown}: no LLMService in the file; {fix}"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,9 +123,11 @@ def run(args: argparse.Namespace) -> int:
 
     from tokenfleet.localfleet.demo import DemoOptions, run_demo
 
-    path = _example_path(args.filename)
-    if not path.exists():
-        print(f"error: -f {args.filename}: no such file", file=sys.stderr)
+    path = Path(args.filename) if args.filename else packaged_example()
+    check_output_file("--plot", args.plot, ".png")
+    problem = _check_llmservice(path, args.filename or str(path))
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
         phases = tuple(float(x) for x in args.phases.split(","))
@@ -114,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
     if args.time_scale <= 0:
         print(f"error: --time-scale {args.time_scale}: must be > 0, e.g. 10", file=sys.stderr)
         return 2
+    problem = _check_prometheus()
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     options = DemoOptions(
         example=path,
         time_scale=args.time_scale,
@@ -125,6 +158,15 @@ def run(args: argparse.Namespace) -> int:
         plot=Path(args.plot),
         workdir=Path(args.workdir) if args.workdir else None,
         sample_s=args.sample,
-        interactive=sys.stdout.isatty(),
     )
     return asyncio.run(run_demo(options))
+
+
+def _check_prometheus() -> str | None:
+    from tokenfleet.localfleet.prometheus import prometheus_binary
+
+    try:
+        prometheus_binary()
+    except RuntimeError as error:
+        return str(error)
+    return None

@@ -223,7 +223,10 @@ def run(args: argparse.Namespace) -> int:
 
         print_textbook(req, args.output)
         return 0
+    from tokenfleet.api.planrequest import check_fleet_size
+
     p = plan(req)
+    check_fleet_size(p)
     model_ref, note = served_model(args.model, args.model_id)
     doc = plan_document(p, model_ref)
     if note:

@@ -68,6 +68,10 @@ def load_documents(source: str) -> list[Any]:
     except OSError as e:
         problem = e.strerror or "cannot read"
         raise PlanError("--filename", source, problem, "check the path") from None
+    except UnicodeDecodeError:
+        raise PlanError(
+            "--filename", source, "is not UTF-8 text (a binary file?)", "pass a YAML manifest"
+        ) from None
     try:
         return [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:

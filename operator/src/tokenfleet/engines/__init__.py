@@ -1,7 +1,7 @@
 """The inference engines tokenfleet runs (vLLM, SGLang): command lines, ports, probes, metrics.
 
 Pure: no I/O. Every flag is checked against the engines' own argument parsers by
-tests/system/test_engine_parsers.py (needs `make engines`).
+the system test test_engine_parsers.py (needs `make engines`).
 
 Public names:
 - engine_args(plan, model_ref, served_name=None, extra_args=(), prefix_caching=None,

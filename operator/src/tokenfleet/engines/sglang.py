@@ -1,7 +1,7 @@
 """SGLang: its command line, ports, probes and metric names.
 
 Flags are checked against SGLang's own parser (sglang.srt.server_args.ServerArgs
-.add_cli_args + from_cli_args) by tests/system/test_engine_parsers.py.
+.add_cli_args + from_cli_args) by the system test test_engine_parsers.py.
 
 Multi-node replicas: every node runs the same `launch_server` with `--nnodes`, `--node-rank`
 and `--dist-init-addr LEADER:PORT`; only rank 0 serves HTTP.

@@ -1,7 +1,7 @@
 """vLLM: its command line, ports, probes and metric names.
 
 Flags are checked against vLLM's own parser (vllm.entrypoints.launchers.cli_args
-.make_arg_parser, the parser of `vllm serve`) by tests/system/test_engine_parsers.py.
+.make_arg_parser, the parser of `vllm serve`) by the system test test_engine_parsers.py.
 
 Multi-node replicas: vLLM from 0.12 starts one `vllm serve` per node with `--nnodes`,
 `--node-rank`, `--master-addr` (multiprocessing executor, no Ray; workers run `--headless`,

@@ -1,10 +1,12 @@
 """A local fleet: the real operator, real Prometheus and simulated engines on one machine.
 
-Used by `tokenfleet demo` and by tests/system/test_autoscale_loop.py. Parts:
+Used by `tokenfleet demo` and by the closed-loop system test. Parts:
 
-- emulated.py  the **emulated Kubernetes API (kmock)**: tests/integration/kmock_cluster.py
+- emulated.py  the **emulated Kubernetes API (kmock)**: tokenfleet.testing.kmock_cluster
                served on a loopback port, with a kubeconfig pointing at it. It is the only
-               emulated component, and it needs a source checkout (it lives with the tests).
+               emulated component; it needs the `demo` extra (kmock).
+- examples/    the LLMService the demo applies by default (package data, a copy of the
+               repository's examples/llama-3.1-8b-l4-autoscale.yaml).
 - operator.py  the real `tokenfleet operator` process, logged in through that kubeconfig.
 - prometheus.py a real Prometheus (Debian package) with file-based service discovery, so
                scrape targets follow the pods without a restart; it can be stopped and

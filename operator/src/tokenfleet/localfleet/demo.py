@@ -4,8 +4,6 @@ then plot and summarise. Ctrl-C / SIGTERM stop it cleanly (every process it star
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import shutil
 import signal
 import sys
 import tempfile
@@ -37,7 +35,6 @@ class DemoOptions:
     plot: Path
     workdir: Path | None
     sample_s: float
-    interactive: bool
 
 
 def load_llmservice(path: Path) -> dict[str, Any]:
@@ -70,30 +67,6 @@ class Schedule:
         if ramp > 0 and t < base + ramp:
             return self.low + (self.high - self.low) * (t - base) / ramp
         return self.high
-
-
-class Screen:
-    """Live view: redraws in place on a terminal, prints line by line otherwise."""
-
-    def __init__(self, interactive: bool, header: list[str]) -> None:
-        self.interactive = interactive
-        self.header = header
-        self.lines: list[str] = []
-
-    def show(self, line: str) -> None:
-        self.lines.append(line)
-        if not self.interactive:
-            print(line, flush=True)
-            return
-        height = shutil.get_terminal_size((100, 30)).lines
-        keep = max(5, height - len(self.header) - 3)
-        out = ["\x1b[H\x1b[J", *self.header, "", COLUMNS, *self.lines[-keep:]]
-        sys.stdout.write("\n".join(out) + "\n")
-        sys.stdout.flush()
-
-    def start(self) -> None:
-        if not self.interactive:
-            print("\n".join([*self.header, "", COLUMNS]), flush=True)
 
 
 async def _wait_planned(fleet: LocalFleet, ns: str, name: str) -> dict[str, Any]:
@@ -129,7 +102,7 @@ async def _run(options: DemoOptions, workdir: Path) -> int:
     k = options.time_scale
     print(
         f"starting: emulated Kubernetes API (kmock), tokenfleet operator, Prometheus; "
-        f"logs in {workdir}",
+        f"logs in {workdir} (kept after the run)",
         flush=True,
     )
     fleet_options = FleetOptions(time_scale=k, cold_start_s=options.cold_start_s)
@@ -143,8 +116,9 @@ async def _run(options: DemoOptions, workdir: Path) -> int:
                 f"the plan for {name} meets no request within its SLO (goodput 0); pick a "
                 "larger GPU or a looser slo in the example"
             )
-        screen = Screen(options.interactive, plan_header(name, planned, slo, k))
-        screen.start()
+        # One line per sample, appended like `kubectl get -w`: nothing is cut at the
+        # terminal's width and earlier rows stay on screen (and in a redirected log).
+        print("\n".join([*plan_header(name, planned, slo, k), "", COLUMNS]), flush=True)
         await _wait_ready(fleet, ns, name, (options.cold_start_s + 60) / k + 60)
         workload = body["spec"].get("workload") or {}
         dataset = DatasetSpec(
@@ -164,8 +138,7 @@ async def _run(options: DemoOptions, workdir: Path) -> int:
             if time.monotonic() >= next_row:
                 next_row += options.sample_s / k
                 row = await asyncio.to_thread(observer.sample)
-                width = shutil.get_terminal_size((120, 30)).columns
-                screen.show(row_line(row, slo, width if options.interactive else None))
+                print(row_line(row, slo), flush=True)
             await asyncio.sleep(min(0.5, options.sample_s / k))
         load.rate = 0.0
         done = list(load.finished)
@@ -194,7 +167,8 @@ async def _run(options: DemoOptions, workdir: Path) -> int:
 
 
 async def run_demo(options: DemoOptions) -> int:
-    owned = options.workdir is None
+    # The logs stay after the run (success or not): the path announced at the start is
+    # where they are at the end.
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="tokenfleet-demo-"))
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
@@ -214,8 +188,4 @@ async def run_demo(options: DemoOptions) -> int:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-        if owned and code == 0:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(workdir)
-        elif code != 0:
-            print(f"logs kept in {workdir}", file=sys.stderr)
+        print(f"logs kept in {workdir}", file=sys.stderr if code else sys.stdout, flush=True)

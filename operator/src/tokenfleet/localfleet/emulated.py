@@ -1,50 +1,35 @@
 """The emulated Kubernetes API (kmock) on a loopback port, and a kubeconfig for it.
 
-kmock (a Kubernetes API emulator by kopf's author) plus tests/integration/kmock_cluster.py
+kmock (a Kubernetes API emulator by kopf's author) plus tokenfleet.testing.kmock_cluster
 (resourceVersions, server-side apply, status writes, garbage collection) is the project's
-only emulated component. That file lives with the integration tests, which own it; this
-module loads it from the source checkout, so the demo runs from a clone (`make demo`), not
-from an installed wheel.
+only emulated component. It ships in the package, so `tokenfleet demo` runs from an
+installed wheel with the `demo` extra, not only from a clone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[4]
-KMOCK_CLUSTER = REPO_ROOT / "tests" / "integration" / "kmock_cluster.py"
 DEPLOYMENTS = "apps/v1/deployments"
 PODS = "v1/pods"
 
 
 def kmock_cluster() -> ModuleType:
-    """tests/integration/kmock_cluster.py as a module (imported once)."""
-    if "kmock_cluster" in sys.modules:
-        return sys.modules["kmock_cluster"]
-    if not KMOCK_CLUSTER.exists():
-        raise RuntimeError(
-            f"the emulated Kubernetes API needs {KMOCK_CLUSTER} from a source checkout of "
-            "tokenfleet; run the demo from a clone (make demo)"
-        )
+    """tokenfleet.testing.kmock_cluster, or a one-line error naming the missing extra."""
     try:
         import kmock  # noqa: F401
     except ImportError as error:
         raise RuntimeError(
-            "the emulated Kubernetes API needs the `kmock` package: run `make venv` "
-            "(pip install -e '.[test,demo]')"
+            "the emulated Kubernetes API needs the `kmock` package: "
+            "pip install 'tokenfleet[demo]' (from a clone: make venv)"
         ) from error
-    spec = importlib.util.spec_from_file_location("kmock_cluster", KMOCK_CLUSTER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["kmock_cluster"] = module
-    spec.loader.exec_module(module)
+    from tokenfleet.testing import kmock_cluster as module
+
     return module
 
 
@@ -90,7 +75,7 @@ class EmulatedApi:
     # --- reads and writes, through the API so watchers see events ------------------------
 
     async def create(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST one object (an LLMService from examples/), as `kubectl create` would."""
+        """POST one object (an LLMService), as `kubectl create` would."""
         api_version, kind = body["apiVersion"], body["kind"]
         ns = body["metadata"].setdefault("namespace", "default")
         prefix = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"

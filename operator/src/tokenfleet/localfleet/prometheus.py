@@ -3,8 +3,8 @@
 File-based service discovery: the kubelet rewrites one JSON file as pods come and go and
 Prometheus follows within a second, no restart. `stop()` / `start()` keep the port and the
 TSDB, so a test can take Prometheus down mid-run and bring the same server back.
-`tokenfleet demo` runs outside pytest, so the server lives here; tests/system/prometheus.py
-(the test tier's fixture) starts its servers through this class too.
+`tokenfleet demo` runs outside pytest, so the server lives here; the system tests' fixture
+starts its servers through this class too.
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ def prometheus_binary() -> str:
     found = os.environ.get("TOKENFLEET_PROMETHEUS") or shutil.which("prometheus")
     if not found:
         raise RuntimeError(
-            "prometheus binary not found on PATH (Debian package `prometheus`): run "
-            "`make prometheus`, or set TOKENFLEET_PROMETHEUS=/path/to/prometheus"
+            "the demo needs a Prometheus server and `prometheus` is not on PATH: install it "
+            "(Debian/Ubuntu: sudo apt-get install prometheus; macOS: brew install prometheus; "
+            "or a release from https://prometheus.io/download/), or set "
+            "TOKENFLEET_PROMETHEUS=/path/to/prometheus"
         )
     return found
 

@@ -37,24 +37,29 @@ def plan_header(name: str, body: dict[str, Any], slo: Slo, time_scale: float) ->
         f"{slo.tpot_s * 1000:.0f} ms)",
         f"  autoscale {auto.get('minReplicas', 1)}..{auto.get('maxReplicas', 4)} replicas on "
         f"{auto.get('metric', 'ttft')}; time runs {time_scale:g}x (simulated seconds below)",
+        f"  TTFT-Q is the p{slo.quantile * 100:g} TTFT in ms from Prometheus' "
+        "histogram_quantile: a linear interpolation inside the engine's histogram bucket, not "
+        "a measured request (! marks a breach of the SLO)",
     ]
 
 
-def row_line(row: Row, slo: Slo, width: int | None = None) -> str:
-    """One view line; `width` cuts it to the terminal (None: the whole decision, for logs)."""
+def row_line(row: Row, slo: Slo) -> str:
+    """One view line, the whole decision (a terminal wraps a long one; nothing is cut)."""
     replicas = f"{_num(row.ready, 'd', '?')}/{_num(row.desired, 'd', '?')}"
     ttft = _num(None if row.ttft_quantile_s is None else row.ttft_quantile_s * 1000, ".0f")
     mark = ""
     if row.ttft_quantile_s is not None and row.ttft_quantile_s > slo.ttft_s:
         mark = "!"
     attain = _num(None if row.attainment is None else row.attainment * 100, ".1f")
-    decision = f"[{row.held}] " if row.held else ""
-    decision += row.decision
+    decision = row.decision
+    # The operator's reason usually names the hold already ("hold: NoData: ..."); say it once.
+    if row.held and row.held not in decision:
+        decision = f"[{row.held}] {decision}"
     line = (
         f"{row.t:6.0f} {row.offered:6.2f} {replicas:>8} {ttft + mark:>7} {attain:>6} "
         f"{_num(row.goodput, '.2f'):>7}  {decision}"
     )
-    return line if width is None else line[:width]
+    return line
 
 
 def summary(

@@ -33,6 +33,7 @@ from tokenfleet.render.meta import ENGINE_CONTAINER, SERVICE_PORT, labels, selec
 from tokenfleet.render.monitoring import pod_monitor
 from tokenfleet.render.routing import manifests as routing_manifests
 from tokenfleet.render.service import endpoint_url, service
+from tokenfleet.render.simulate import check_simulate
 from tokenfleet.render.storage import model_cache_claim
 from tokenfleet.render.workload import deployment, leader_worker_set, workload
 
@@ -127,6 +128,7 @@ def all(
 ) -> list[dict[str, Any]]:
     check_name(llmservice, plan)
     check_rollout(llmservice)
+    check_simulate(llmservice, plan)
     if plan.nodes_per_replica > 1 and not lws_available:
         raise RenderError(
             "spec.gpu",

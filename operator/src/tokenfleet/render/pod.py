@@ -20,6 +20,7 @@ from tokenfleet.engines import (
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable, engine_image, gpu_vendor
 from tokenfleet.render import timing
 from tokenfleet.render.meta import ENGINE_CONTAINER, PORT_NAME, ROLE_LABEL, labels
+from tokenfleet.render.simulate import simulated
 
 Role = Literal["server", "leader", "worker"]
 
@@ -235,6 +236,8 @@ def engine_container(
     container["securityContext"] = json.loads(json.dumps(CONTAINER_SECURITY))  # no YAML anchors
     if serves_http:
         container.update(_probes(plan))
+    if spec.engine.simulate:
+        container = simulated(container, service, plan)
     # Leaving the endpoints takes a moment to propagate; meanwhile running requests finish.
     # Workers wait as long, so their leader never loses its GPUs mid-drain.
     container["lifecycle"] = {
@@ -286,13 +289,16 @@ def pod_template(
         )
     gpu = spec.gpu
     node_selector = {plan.gpu.node_label_key: plan.gpu.node_label_value, **gpu.node_selector}
+    if spec.engine.simulate:  # any node will do: no GPU node label on a kind cluster
+        node_selector = dict(gpu.node_selector)
     pod: dict[str, Any] = {
         # Service links would put e.g. VLLM_PORT=tcp://... into the env of pods in a
         # namespace with a Service named "vllm", which vLLM reads as its own setting.
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": timing.termination_grace_seconds(service),
-        "nodeSelector": node_selector,
     }
+    if node_selector:
+        pod["nodeSelector"] = node_selector
     if gpu.tolerations:
         pod["tolerations"] = [t.to_dict() for t in gpu.tolerations]
     if gpu.affinity:

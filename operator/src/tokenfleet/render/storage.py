@@ -1,6 +1,8 @@
 """The model-cache PersistentVolumeClaim (spec.storage): weights are downloaded once into
-it instead of into an emptyDir on every pod start. ReadWriteMany (the default) lets
-replicas on different nodes share it; with ReadWriteOnce every pod must land on one node."""
+it instead of into an emptyDir on every pod start. ReadWriteOnce is the default because the
+default storage class of EKS, GKE and AKS offers nothing else (a ReadWriteMany claim there
+stays Pending and no pod schedules); with it every pod that mounts the claim must land on
+one node. ReadWriteMany, on an RWX class, lets replicas on different nodes share it."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ Same decisions, same step times: the fast path is taken only where the eager sch
 order-dependent choices cannot differ (the decoders' tokens and blocks fit, no preemption,
 the token budget cannot cut a decoder off). Anything else (preemption, a budget that runs
 out before a decoder) materialises every request and runs the eager code for that step.
-tests/unit/scheduling/test_lazy.py compares whole load runs of both, event for event.
+the unit test test_lazy.py compares whole load runs of both, event for event.
 
 Only for virtual runs: per-token timestamps are not recorded, `StepOutcome.sampled` lists
 only the requests that changed visibly (prefills and finishes), and a decoding request's

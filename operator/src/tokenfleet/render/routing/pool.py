@@ -3,8 +3,9 @@
 InferencePool: inference.networking.k8s.io/v1, the version kubernetes-sigs/
 gateway-api-inference-extension v1.6.0 serves (config/crd/bases/
 inference.networking.k8s.io_inferencepools.yaml; test_routing_validate.py checks the
-rendered pools against that file): spec.selector.matchLabels (required), spec.targetPorts (required, the engines'
-HTTP port by number), spec.endpointPickerRef (Service name + port, failureMode).
+rendered pools against that file): spec.selector.matchLabels (required), spec.targetPorts
+(required, the engines' HTTP port by number), spec.endpointPickerRef (Service name + port,
+failureMode).
 HTTPRoute: gateway.networking.k8s.io/v1 (kubernetes-sigs/gateway-api v1.6.1, config/crd/
 standard/gateway.networking.k8s.io_httproutes.yaml): a backendRef of group
 inference.networking.k8s.io, kind InferencePool, as the extension's guides write it.

@@ -155,7 +155,11 @@ class Cluster(KubernetesEmulator):
     def clear_faults(self) -> None:
         self._faults.clear()
 
-    def get(self, key: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+    # Shadows kmock's HTTP helper get(url) on purpose: the tests read stored objects by key
+    # far more often than they send a raw GET.
+    def get(  # type: ignore[override]
+        self, key: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
         k = (resource(key), namespace, name)
         if k not in self.objects or self.objects[k].deleted:
             return None
@@ -285,7 +289,7 @@ class Cluster(KubernetesEmulator):
         except (TimeoutError, ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
-            self._watchers.discard(task)  # type: ignore[arg-type]
+            self._watchers.discard(task)
             if marker is not None:
                 await bus.unmark(marker)
         return response
@@ -334,7 +338,7 @@ class Cluster(KubernetesEmulator):
         res, ns = request.resource, request.namespace
         if res.plural in CLUSTER_SCOPED:
             ns = None
-        data = request.data if isinstance(request.data, (dict, list)) else {}
+        data: Any = request.data if isinstance(request.data, (dict, list)) else {}
         content_type = request.headers.get("Content-Type", "")
         if request.action == action.CREATE:
             name = data.get("metadata", {}).get("name") or f"gen-{uuid.uuid4().hex[:8]}"
@@ -490,7 +494,8 @@ def validate_object(plural: str, obj: dict[str, Any]) -> tuple[int, str, str] | 
             return 500, "InternalError", "failed to create typed patch object: duplicate entries"
     if plural == "persistentvolumeclaims":
         size = str(((spec.get("resources") or {}).get("requests") or {}).get("storage", ""))
-        if not QUANTITY.match(size) or float(re.match(r"^[0-9.]*", size).group() or 0) <= 0:
+        number = re.match(r"^[0-9.]*", size)
+        if not QUANTITY.match(size) or float((number.group() if number else "") or 0) <= 0:
             field = "spec.resources.requests[storage]"
             return 422, "Invalid", f"{field}: Invalid value: {size!r}: must be greater than zero"
     return None

@@ -1,0 +1,28 @@
+"""Checks on the files a command will write, made before any work starts: a long run that
+ends on "no such directory" wastes the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenfleet.capacity.errors import PlanError
+
+
+def check_output_file(flag: str, value: str, suffix: str = "") -> Path:
+    """The path, if its directory exists (and it ends in `suffix`), else a PlanError naming
+    the flag, the value and the fix."""
+    path = Path(value)
+    if suffix and path.suffix.lower() != suffix:
+        raise PlanError(
+            flag, value, f"is not a {suffix} file name", f"give a path ending in {suffix}"
+        )
+    parent = path.parent
+    if not parent.is_dir():
+        raise PlanError(
+            flag, value, f"directory {parent} does not exist", "create it or pick another path"
+        )
+    if path.is_dir():
+        raise PlanError(
+            flag, value, "is a directory", f"give a file name, e.g. {path / 'plot'}{suffix}"
+        )
+    return path
