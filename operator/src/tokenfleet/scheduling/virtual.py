@@ -49,6 +49,7 @@ class LoadStats:
     attainment: float  # share of measured requests meeting both SLOs (1.0 without SLOs)
     saturated: bool  # open loop: the queue still grew at the end (the rate is not sustained)
     preemptions: int
+    ttft_mean: float = 0.0  # what benchmark clients report as "mean TTFT"
 
     @property
     def concurrency(self) -> float:
@@ -175,6 +176,7 @@ class _Run:
             attainment=good / max(n, 1),
             saturated=saturated,
             preemptions=self.scheduler.num_preemptions,
+            ttft_mean=sum(ttft) / len(ttft) if ttft else 0.0,
         )
 
 
@@ -225,6 +227,64 @@ def closed_loop(
         return run.stats([], 0.0, saturated=True)
     e2e = sum(cast(float, r.finished_at) - r.arrival for r in counted) / len(counted)
     return run.stats(counted, len(counted) * (e2e + request_overhead) / c, saturated=False)
+
+
+def benchmark_loop(
+    config: SchedulerConfig,
+    timer: StepTimer,
+    concurrency: int,
+    shape: Shape,
+    rounds: int,
+    simulated_rounds: int = 6,
+    max_steps: int = 200_000,
+    request_overhead: float = 0.0,
+) -> tuple[LoadStats, LoadStats]:
+    """A closed-loop benchmark as the client runs it (`aiperf --concurrency C --num-requests
+    rounds x C`, `vllm bench serve --max-concurrency`): every client sends at t = 0, so the
+    first wave queues behind each other's prefill, and every request counts in the means.
+
+    Returns (first wave, later waves): the statistics of the first `concurrency` requests
+    sent and of the rest. Only `simulated_rounds` rounds are run; a benchmark's mean over
+    `rounds` rounds is (first + (rounds - 1) x later) / rounds (see mean_of_rounds): after
+    the first, the waves repeat.
+    """
+    run = _Run(config, timer, None, request_overhead)
+    c = max(1, concurrency)
+    total = c * max(2, min(rounds, simulated_rounds))
+    for _ in range(c):
+        run.arrive(0.0, shape)
+    issued, done, steps = c, 0, 0
+    finished_all: list[SimRequest] = []
+    while done < total and steps < max_steps:
+        steps += 1
+        finished = run.advance(max_steps)
+        for request in finished:
+            finished_all.append(request)
+            done += 1
+            if issued < total:
+                run.arrive(run.now + request_overhead, shape)
+                issued += 1
+        if not finished and run.scheduler.idle and not run.pending:
+            break
+    first = [r for r in finished_all if int(r.request_id[1:]) < c]
+    later = [r for r in finished_all if int(r.request_id[1:]) >= c]
+    if not first:
+        empty = run.stats([], 0.0, saturated=True)
+        return empty, empty
+
+    def window(rs: list[SimRequest]) -> float:
+        e2e = sum(cast(float, r.finished_at) - r.arrival for r in rs) / len(rs)
+        return len(rs) * (e2e + request_overhead) / c
+
+    first_stats = run.stats(first, window(first), saturated=False)
+    later_stats = run.stats(later, window(later), saturated=False) if later else first_stats
+    return first_stats, later_stats
+
+
+def mean_of_rounds(first: float, later: float, rounds: int) -> float:
+    """A benchmark's mean over `rounds` waves whose first differs from the rest."""
+    rounds = max(rounds, 1)
+    return (first + (rounds - 1) * later) / rounds
 
 
 def open_loop(

@@ -1,0 +1,53 @@
+"""benchmark_loop: a closed-loop benchmark as its client runs it, every client sending at t = 0.
+
+The first wave queues behind each other's prefill (with 1024 batched tokens a step, 32
+prompts of 1024 tokens are prefilled one a step), so its TTFT is well above the later waves',
+which arrive spread out by the order the first wave finished in; the steady closed loop
+(staggered start, first wave discarded) sees only the later behaviour.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenfleet.scheduling.core import SchedulerConfig
+from tokenfleet.scheduling.virtual import benchmark_loop, closed_loop, mean_of_rounds
+
+
+class LinearTimer:
+    """Fixed overhead + per prefill token + per decode sequence + per context token."""
+
+    def step_seconds(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        decode_context_tokens: int,
+        prefill_attention_pairs: float | None = None,
+    ) -> float:
+        return 0.005 + 2e-5 * prefill_tokens + 1e-4 * decode_seqs + 1e-7 * decode_context_tokens
+
+
+CONFIG = SchedulerConfig(
+    kv_cache_tokens=200_000, max_num_seqs=64, max_num_batched_tokens=1024, max_model_len=4096
+)
+
+
+def test_the_start_burst_raises_the_first_waves_ttft() -> None:
+    first, later = benchmark_loop(CONFIG, LinearTimer(), 32, (1024, 128), rounds=20)
+    assert first.requests == 32 and later.requests == 32 * 5
+    # The 32nd prompt waits for 31 prefills: the first wave's mean TTFT is about 16 of them.
+    prefill = LinearTimer().step_seconds(1024, 0, 0)
+    assert first.ttft_mean > 10 * prefill
+    assert first.ttft_mean > 2 * later.ttft_mean
+    steady = closed_loop(CONFIG, LinearTimer(), 32, [(1024, 128)], 64)
+    assert first.ttft_mean > 2 * steady.ttft_mean
+
+
+def test_a_lone_client_has_no_burst() -> None:
+    first, later = benchmark_loop(CONFIG, LinearTimer(), 1, (1024, 128), rounds=20)
+    assert first.ttft_mean == pytest.approx(later.ttft_mean, rel=0.05)
+
+
+def test_the_benchmark_mean_weighs_the_first_round_once() -> None:
+    assert mean_of_rounds(2.0, 1.0, 20) == pytest.approx(1.05)
+    assert mean_of_rounds(2.0, 1.0, 1) == pytest.approx(2.0)
