@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from tokenfleet.capacity.kernels import REQUEST_OVERHEAD_S
+from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.types import Prediction
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
@@ -79,6 +79,7 @@ class Replica:
     # Micro-batches in flight at once: pipeline parallelism keeps one per stage (vLLM V1's
     # batch queue, SGLang's PP micro-batches), each running the whole pipeline in turn.
     pipeline_lanes: int = 1
+    engine: str = "vllm"  # whose client overhead applies (capacity/overheads.py)
 
     @classmethod
     def of(
@@ -99,6 +100,7 @@ class Replica:
             block_size=1 if sglang else 16,
             mixed_prefill=not sglang,
             pipeline_lanes=max(1, pipeline_parallel_size),
+            engine="sglang" if sglang else "vllm",
         )
 
 
@@ -146,8 +148,10 @@ def closed(
     input_tokens: int,
     output_tokens: int,
     slo: tuple[float, float] | None = None,
+    overhead_s: float | None = None,
 ) -> LoadStats:
-    """Steady state of `concurrency` clients sending back to back."""
+    """Steady state of `concurrency` clients sending back to back. `overhead_s`: each
+    request's time outside the engine (default: the engine's, capacity/overheads.py)."""
     c = max(1, min(concurrency, replica.max_num_seqs * 64))
     scaled, config, w = lockstep(replica, timer, c, input_tokens + output_tokens)
     clients = max(1, round(c / w))
@@ -165,9 +169,13 @@ def closed(
         [(input_tokens, output_tokens)],
         measured,
         slo,
-        request_overhead=REQUEST_OVERHEAD_S,
+        request_overhead=_overhead(replica, input_tokens, overhead_s),
     )
     return unscale(stats, w)
+
+
+def _overhead(replica: Replica, input_tokens: int, given: float | None) -> float:
+    return request_overhead_s(replica.engine, input_tokens) if given is None else given
 
 
 @lru_cache(maxsize=1024)
@@ -195,7 +203,7 @@ def open_(
         slo,
         seed=7,
         warmup=warmup,
-        request_overhead=REQUEST_OVERHEAD_S,
+        request_overhead=_overhead(replica, input_tokens, None),
         give_up_below=GOODPUT_ATTAINMENT if slo is not None else None,
     )
     return unscale(stats, w)

@@ -28,6 +28,12 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument(
         "--rows", action="store_true", help="with --silicon: also print every row's prediction"
     )
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="with --silicon: fit the client-overhead table on the file's fit split and print "
+        "it, then score the fit and held-out splits apart (for the H100 calibration file only)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if silicon:
         from tokenfleet.commands.calibrate_silicon import print_silicon
 
-        return print_silicon(silicon, getattr(args, "rows", False))
+        return print_silicon(silicon, getattr(args, "rows", False), getattr(args, "fit", False))
     if getattr(args, "perf", False):
         from tokenfleet.commands.calibrate_perf import print_perf
 

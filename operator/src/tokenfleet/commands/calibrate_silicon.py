@@ -54,8 +54,32 @@ def score(text: str) -> tuple[list[Scored], list[Refused]]:
     return scored, refused
 
 
-def print_silicon(path: str, rows: bool = False) -> int:
-    scored, refused = score(read(path))
+def print_fit(text: str) -> None:
+    from tokenfleet.capacity.overheads import OVERHEADS
+    from tokenfleet.capacity.silicon_fit import fit
+
+    table = fit(parse(text))
+    print("client overhead fitted on the fit split (capacity/overheads.py holds the table):")
+    for engine, o in table.items():
+        now = OVERHEADS.get(engine)
+        held = f"{now.fixed_s * 1e3:.1f} ms + {now.per_prompt_token_s * 1e6:.1f} us" if now else "-"
+        print(f"  {engine:<7} fixed {o.fixed_s * 1e3:5.1f} ms + {o.per_prompt_token_s * 1e6:5.1f} "
+              f"us per prompt token ({o.source}); the table holds {held}")  # fmt: skip
+    print()
+
+
+def print_silicon(path: str, rows: bool = False, fit: bool = False) -> int:
+    text = read(path)
+    if fit:
+        print_fit(text)
+    scored, refused = score(text)
+    if fit:
+        from tokenfleet.capacity.silicon_fit import part
+
+        _table(
+            "split / gpu / engine", scored, lambda s: f"{part(s.row)} {s.row.system} {s.row.engine}"
+        )
+        _table("split", scored, lambda s: part(s.row))
     if rows:
         print(f"{'line':>5} {'engine':<7} {'model':<28} {'gpu':<9} {'TP':>2} {'ISL/OSL':>10} "
               f"{'C':>4} {'TTFT meas':>9} {'pred':>8} {'err':>6} {'TPOT meas':>9} "

@@ -229,60 +229,70 @@ def closed_loop(
     return run.stats(counted, len(counted) * (e2e + request_overhead) / c, saturated=False)
 
 
+def first_wave(
+    config: SchedulerConfig,
+    timer: StepTimer,
+    concurrency: int,
+    shape: Shape,
+    max_steps: int = 200_000,
+    request_overhead: float = 0.0,
+) -> LoadStats:
+    """The first wave of a closed-loop benchmark as its client runs it (`aiperf --concurrency
+    C`, `vllm bench serve --max-concurrency C`): every client sends at t = 0, so the wave
+    queues behind each other's prefill. closed_loop's staggered start and discarded warm-up
+    give the later waves: the clients' finishing times drift apart (in a real run prompts
+    differ by a few tokens and steps jitter), so only the first wave is synchronised."""
+    run = _Run(config, timer, None, request_overhead)
+    c = max(1, concurrency)
+    sent = [run.arrive(0.0, shape) for _ in range(c)]
+    steps = 0
+    while (run.pending or not run.scheduler.idle) and steps < max_steps:
+        steps += 1
+        run.advance(max_steps)
+    done = [r for r in sent if r.finished]
+    if not done:
+        return run.stats([], 0.0, saturated=True)
+    makespan = max(cast(float, r.finished_at) for r in done) + request_overhead
+    return run.stats(done, makespan, saturated=len(done) < c)
+
+
 def benchmark_loop(
     config: SchedulerConfig,
     timer: StepTimer,
     concurrency: int,
     shape: Shape,
     rounds: int,
-    simulated_rounds: int = 6,
+    jitter: float = 0.0,
+    seed: int = 0,
     max_steps: int = 200_000,
     request_overhead: float = 0.0,
-) -> tuple[LoadStats, LoadStats]:
-    """A closed-loop benchmark as the client runs it (`aiperf --concurrency C --num-requests
-    rounds x C`, `vllm bench serve --max-concurrency`): every client sends at t = 0, so the
-    first wave queues behind each other's prefill, and every request counts in the means.
-
-    Returns (first wave, later waves): the statistics of the first `concurrency` requests
-    sent and of the rest. Only `simulated_rounds` rounds are run; a benchmark's mean over
-    `rounds` rounds is (first + (rounds - 1) x later) / rounds (see mean_of_rounds): after
-    the first, the waves repeat.
-    """
+) -> LoadStats:
+    """A whole closed-loop benchmark: every client sends at t = 0, then its next request
+    `request_overhead` (+ a uniform 0..`jitter` s of client-side variation) after its last
+    one ends, `rounds` x C requests in all, every one counted."""
     run = _Run(config, timer, None, request_overhead)
+    rng = random.Random(seed)
     c = max(1, concurrency)
-    total = c * max(2, min(rounds, simulated_rounds))
-    for _ in range(c):
-        run.arrive(0.0, shape)
-    issued, done, steps = c, 0, 0
-    finished_all: list[SimRequest] = []
-    while done < total and steps < max_steps:
+    total = c * max(1, rounds)
+    sent = [run.arrive(0.0, shape) for _ in range(c)]
+    steps = 0
+    while len(sent) < total or run.pending or not run.scheduler.idle:
         steps += 1
-        finished = run.advance(max_steps)
-        for request in finished:
-            finished_all.append(request)
-            done += 1
-            if issued < total:
-                run.arrive(run.now + request_overhead, shape)
-                issued += 1
-        if not finished and run.scheduler.idle and not run.pending:
+        if steps > max_steps:
             break
-    first = [r for r in finished_all if int(r.request_id[1:]) < c]
-    later = [r for r in finished_all if int(r.request_id[1:]) >= c]
-    if not first:
-        empty = run.stats([], 0.0, saturated=True)
-        return empty, empty
-
-    def window(rs: list[SimRequest]) -> float:
-        e2e = sum(cast(float, r.finished_at) - r.arrival for r in rs) / len(rs)
-        return len(rs) * (e2e + request_overhead) / c
-
-    first_stats = run.stats(first, window(first), saturated=False)
-    later_stats = run.stats(later, window(later), saturated=False) if later else first_stats
-    return first_stats, later_stats
+        for _ in run.advance(max_steps):
+            if len(sent) < total:
+                sent.append(run.arrive(run.now + request_overhead + rng.random() * jitter, shape))
+    done = [r for r in sent if r.finished]
+    if not done:
+        return run.stats([], 0.0, saturated=True)
+    makespan = max(cast(float, r.finished_at) for r in done) + request_overhead
+    return run.stats(done, makespan, saturated=len(done) < total)
 
 
 def mean_of_rounds(first: float, later: float, rounds: int) -> float:
-    """A benchmark's mean over `rounds` waves whose first differs from the rest."""
+    """A benchmark's mean over `rounds` waves whose first (first_wave) differs from the rest
+    (closed_loop)."""
     rounds = max(rounds, 1)
     return (first + (rounds - 1) * later) / rounds
 
