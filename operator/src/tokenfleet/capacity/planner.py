@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from tokenfleet.capacity import sglang_memory
 from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.engine_profiles import (
     EngineProfile,
@@ -145,7 +146,12 @@ def _memory_fraction(ctx: _Context, lay: Layout) -> float:
             )
         return req.memory_fraction
     if req.engine == "sglang":
-        return sglang_default_mem_fraction(gpu, ctx.batched, lay.tp, lay.pp)
+        default = sglang_default_mem_fraction(gpu, ctx.batched, lay.tp, lay.pp)
+        seqs = req.max_num_seqs or ctx.max_seqs_default
+        s = Settings(default, req.max_model_len or req.arch.max_context, ctx.batched, seqs,
+                     ctx.kv_bytes, expert_parallel=req.expert_parallel)  # fmt: skip
+        need = req.input_tokens + req.output_tokens
+        return sglang_memory.fraction_for(req.arch, gpu, ctx.profile, ctx.fmt, lay, s, need)
     # vLLM: as high as leaves room for the CUDA context, graphs captured outside the budget
     # (0.9-0.20) and some headroom; never above 0.95.
     outside = (
@@ -560,6 +566,15 @@ def _warnings(ctx: _Context, ev: Evaluation, max_len: int) -> list[str]:
                 f"budget {m.budget / GIB:.1f} GiB + CUDA graphs {m.cuda_graphs / GIB:.1f} GiB + "
                 f"context exceed the {gpu.memory_gib} GiB of a {gpu.id}: startup may OOM; lower "
                 "--gpu-memory-utilization"
+            )
+    if ctx.req.engine == "sglang" and ctx.req.memory_fraction is None:
+        default = sglang_default_mem_fraction(gpu, ctx.batched, ev.layout.tp, ev.layout.pp)
+        if _memory_fraction(ctx, ev.layout) > default:
+            out.append(
+                f"SGLang's default mem-fraction-static {default:g} leaves no room for the "
+                f"{m.weights / GIB:.1f} GiB of weights per GPU (its reserve is sized for dense "
+                f"models); raised to {_memory_fraction(ctx, ev.layout):g}, keeping the "
+                "activation peak, CUDA graphs and 2 GiB free (capacity/sglang_memory.py)"
             )
     if ctx.kv_bytes < 2 and ctx.req.kv_cache_dtype != "auto":
         out.append("fp8 KV cache: twice the tokens, small accuracy cost; validate on your evals")
