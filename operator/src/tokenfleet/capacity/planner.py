@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from tokenfleet.capacity import sglang_memory
+from tokenfleet.capacity import cost_choice, sglang_memory
 from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.engine_profiles import (
     EngineProfile,
@@ -392,6 +392,24 @@ def _e2e(ctx: _Context, ev: Evaluation, max_len: int) -> float:
     return p.ttft_ms + p.tpot_ms * ctx.req.output_tokens
 
 
+def _estimated_cost(ctx: _Context, lay: Layout) -> float:
+    """Closed-form GPU cost per million good requests of a layout (inf: it does not start
+    or meets the SLO at no rate): cost_choice's shortlist."""
+    req = ctx.req
+    want_len = req.max_model_len or req.arch.max_context
+    request_tokens = req.input_tokens + req.output_tokens
+    ev = evaluate(req.arch, req.gpu, ctx.profile, ctx.fmt, lay, _settings(ctx, lay, want_len))
+    if not _fits(ev, min(want_len, request_tokens)):
+        return math.inf
+    slots = min(req.max_num_seqs or ctx.max_seqs_default, ev.kv_tokens // request_tokens)
+    gpus = _gpus(ev)
+    p = predict(_step_model(ctx, ev), _workload(ctx), slots, gpus, req.gpu.price_per_hour,
+                req.ttft_slo_ms / 1e3, req.tpot_slo_ms / 1e3)  # fmt: skip
+    if p.goodput_requests_per_second <= 0:
+        return math.inf
+    return gpus * req.gpu.price_per_hour / (p.goodput_requests_per_second * 3600) * 1e6
+
+
 def _workload(ctx: _Context) -> Workload:
     r = ctx.req
     return Workload(r.concurrency, r.input_tokens, r.output_tokens, ctx.batched)
@@ -440,6 +458,14 @@ def plan(req: PlanRequest) -> Plan:
     layouts = _candidates(req, per_node)
     if req.target_requests_per_second is not None:
         return _plan_fleet(req, layouts, per_node)
+    if req.objective == "cost" and req.tensor_parallel_size is None:
+        # The lowest GPU cost per good request among single-node layouts (cost_choice.py);
+        # None: none starts on one node or none meets the SLO: the fewest-GPUs rule below.
+        cheapest = cost_choice.choose(
+            req, layouts, per_node, plan, lambda lay: _estimated_cost(ctx, lay)
+        )
+        if cheapest is not None:
+            return cheapest
     ev, max_len, why, warnings, considered = _choose(ctx, layouts)
     request_tokens = min(req.input_tokens + req.output_tokens, max_len)
     max_seqs = req.max_num_seqs or _max_num_seqs(ctx, ev, request_tokens)
