@@ -184,6 +184,7 @@ def build_step_model(
     fmt: WeightFormat,
     kv_bytes: float,
     per_node: int | None = None,
+    overhead_s: float = STEP_OVERHEAD_S,
 ) -> StepModel:
     """The step model of a (TP, PP) layout of `arch` on `gpu` with weights in `fmt`."""
     p = arch.params
@@ -231,6 +232,7 @@ def build_step_model(
         bandwidth_efficiency=kernel.bandwidth,
         layers=arch.layers,
         comm=comm_for(gpu, tp, pp, per_node or gpu.gpus_per_node, arch.hidden, arch.layers),
+        overhead_s=overhead_s,
     )
 
 

@@ -383,6 +383,7 @@ def _step_model(ctx: _Context, ev: Evaluation) -> StepModel:
         ctx.fmt,
         ctx.kv_bytes,
         ctx.per_node,
+        ctx.profile.step_overhead_s(ev.layout.pp),
     )
 
 
