@@ -34,6 +34,7 @@ from tokenfleet.capacity.memory import (
     cuda_graph_bytes,
     evaluate,
 )
+from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import (
     StepModel,
     Workload,
@@ -404,8 +405,10 @@ def _estimated_cost(ctx: _Context, lay: Layout) -> float:
         return math.inf
     slots = min(req.max_num_seqs or ctx.max_seqs_default, ev.kv_tokens // request_tokens)
     gpus = _gpus(ev)
+    # The closed form has no client overhead: take it out of the TTFT budget.
+    ttft_budget = req.ttft_slo_ms / 1e3 - request_overhead_s(req.engine, req.input_tokens)
     p = predict(_step_model(ctx, ev), _workload(ctx), slots, gpus, req.gpu.price_per_hour,
-                req.ttft_slo_ms / 1e3, req.tpot_slo_ms / 1e3)  # fmt: skip
+                ttft_budget, req.tpot_slo_ms / 1e3)  # fmt: skip
     if p.goodput_requests_per_second <= 0:
         return math.inf
     return gpus * req.gpu.price_per_hour / (p.goodput_requests_per_second * 3600) * 1e6
