@@ -37,6 +37,7 @@ OPEN_MEASURED = 64  # Poisson arrivals counted per open-loop run, after the warm
 GOODPUT_ATTAINMENT = 0.95  # share of requests within SLO: spec.slo.quantile's default
 BISECTION_STEPS = 4  # the first guess, then up to 3 halvings of its bracket ...
 RESOLUTION = 0.12  # ... stopping once the capacity is known to within 12%
+EXTRA_HALVINGS = 4  # then, if no rate passed yet, up to 4 more halvings (1/16 .. 1/128)
 # Where the goodput search looks first, as a share of the saturation throughput, when the
 # target concurrency meets the SLO: the capacity found was 0.82-1.0 of it on the bench's
 # models (8B on H100, gpt-oss-120b, DeepSeek-V3; tests/bench/test_plan_latency.py).
@@ -262,6 +263,15 @@ def goodput_capacity(
             lo, best = mid, stats
         else:
             hi = mid
+    # A lone request meets the SLO, so some rate does: when the bracket's first guesses were
+    # all too high (a closed loop that meets the SLO at the target concurrency can still be
+    # far above the Poisson capacity: bursts), keep halving rather than report 0.
+    for _ in range(EXTRA_HALVINGS if best is None else 0):
+        hi /= 2
+        stats = run(hi)
+        if ok(stats):
+            lo, best = hi, stats
+            break
     return lo, best
 
 
