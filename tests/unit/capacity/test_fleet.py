@@ -16,9 +16,9 @@ def _plan(model: str, gpu: str, **kw):
 
 
 def test_8b_on_l4_off_slo_takes_tp1_and_says_replicas_serve_the_rest() -> None:
-    # No layout of 8B on L4 meets the default SLO (TTFT 500 ms, TPOT 50 ms): cost falls back
-    # to the fewest GPUs in total (test_cost_choice.py has the cheapest-per-good-request rule).
-    p = _plan(L8, "l4")
+    # No layout of 8B on L4 meets a 10 ms TTFT: cost falls back to the fewest GPUs in total
+    # (test_cost_choice.py has the cheapest-per-good-request rule).
+    p = _plan(L8, "l4", ttft_slo_ms=10.0)
     assert (p.tensor_parallel_size, p.pipeline_parallel_size) == (1, 1)
     held = p.kv_cache_tokens // (2048 + 300)
     assert held < 16

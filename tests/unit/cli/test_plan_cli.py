@@ -28,7 +28,7 @@ def test_json_contract(capsys):
     assert {"ttftMs", "tpotMs", "outputTokensPerSecond", "goodputRequestsPerSecond"} <= doc[
         "predicted"
     ].keys()
-    assert doc["tensorParallelSize"] == 1
+    assert doc["tensorParallelSize"] == 2  # the cheapest per good request at the default SLO
     args = doc["engineArgs"]
     assert "--tensor-parallel-size" in args and "--gpu-memory-utilization" in args
     assert all(isinstance(a, str) for a in args)

@@ -1,12 +1,12 @@
 """The default layout: the lowest GPU cost per good request at the stated workload and SLO.
 
-Without --target-rps and without a fixed --tp, objective `cost` plans one replica of the
-layouts that fit a node (as the fleet table does; the closed-form model shortlists them) and
-keeps the one whose replica serves a million requests within the SLO for the fewest
-GPU-dollars: GPUs x price / goodput capacity, the fleet table's own
-`cost_per_million_good_requests`. Equal costs are a tie, which goes to fewer GPUs per replica
-(no TP communication to pay, finer scaling steps).
-The reason names the cost and the runner-up. `--objective min-gpus` keeps the fewest-GPUs
+Without --target-rps and without a fixed --tp, objective `cost` plans one replica of each
+layout that fits a node (as the fleet table does; the closed-form model drops those that
+cannot start or meet the SLO) and keeps the one whose replica serves a million requests
+within the SLO for the fewest GPU-dollars: GPUs x price / goodput capacity, the fleet
+table's own `cost_per_million_good_requests`. Equal costs are a tie, which goes to fewer GPUs
+per replica (no TP communication to pay, finer scaling steps). The reason names the cost and
+the runner-up. `--objective min-gpus` keeps the fewest-GPUs
 rule; when no layout serves even one request within the SLO, plan() falls back to it too.
 """
 
@@ -21,11 +21,10 @@ from tokenfleet.capacity.memory import Layout
 from tokenfleet.capacity.types import Plan, PlanRequest
 
 TIE = 1e-9  # relative cost difference counted as a tie: equal costs, to rounding
-# Layouts planned in full, picked by the closed-form estimate (performance.predict): its
-# ranking of TP 1-8 put the full model's cheapest in its first two for the issue's four
-# cases and the bench models (8B, 70B, Qwen3-32B, gpt-oss-120b); each full plan costs
-# several virtual-time runs.
-PRESCREEN = 2
+# Layouts planned in full, cheapest first by the closed-form estimate (performance.predict).
+# Its ranking is not good enough to stop at the first few: on 8B / L4 at the default SLO it
+# put TP 4 and TP 8 ahead of TP 2, the cheapest in full; 8 covers every single-node layout.
+PRESCREEN = 8
 
 
 def cost_per_million_good(p: Plan) -> float:
@@ -50,8 +49,8 @@ def choose(
     starts or none meets the SLO (the caller then applies the fewest-GPUs rule).
 
     `estimate` is the closed-form model's cost per good request of a layout (inf when it
-    does not start): the PRESCREEN cheapest by it are planned in full (virtual-time runs,
-    which set the order)."""
+    does not start or meets the SLO at no rate: not planned); the PRESCREEN cheapest by it
+    are planned in full (virtual-time runs, which set the order)."""
     single = [lay for lay in layouts if lay.tp * lay.pp <= per_node]
     rough = sorted(
         ((estimate(lay), lay.tp * lay.pp, lay.pp, lay) for lay in single),
