@@ -29,7 +29,7 @@ class ClientOverhead:
 
 _FIT = "fit split of reference/silicon-h100.csv (capacity/silicon_fit.py)"
 OVERHEADS: dict[str, ClientOverhead] = {
-    "vllm": ClientOverhead(0.030, 22.5e-6, _FIT + ", 147 rows"),
+    "vllm": ClientOverhead(0.030, 25.0e-6, _FIT + ", 147 rows"),
     "sglang": ClientOverhead(0.0875, 0.0, _FIT + ", 61 rows"),
 }
 
