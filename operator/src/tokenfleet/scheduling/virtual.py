@@ -239,9 +239,10 @@ def first_wave(
 ) -> LoadStats:
     """The first wave of a closed-loop benchmark as its client runs it (`aiperf --concurrency
     C`, `vllm bench serve --max-concurrency C`): every client sends at t = 0, so the wave
-    queues behind each other's prefill. closed_loop's staggered start and discarded warm-up
-    give the later waves: the clients' finishing times drift apart (in a real run prompts
-    differ by a few tokens and steps jitter), so only the first wave is synchronised."""
+    queues behind each other's prefill. With vLLM's mixed steps the clients' finishing times
+    then drift apart (the H100 silicon rows show it), so closed_loop's staggered start and
+    discarded warm-up give the later waves; SGLang's separate prefill batches keep the waves
+    together (benchmark_loop runs them all; capacity/silicon_bench.py picks)."""
     run = _Run(config, timer, None, request_overhead)
     c = max(1, concurrency)
     sent = [run.arrive(0.0, shape) for _ in range(c)]
@@ -262,16 +263,13 @@ def benchmark_loop(
     concurrency: int,
     shape: Shape,
     rounds: int,
-    jitter: float = 0.0,
-    seed: int = 0,
     max_steps: int = 200_000,
     request_overhead: float = 0.0,
 ) -> LoadStats:
     """A whole closed-loop benchmark: every client sends at t = 0, then its next request
-    `request_overhead` (+ a uniform 0..`jitter` s of client-side variation) after its last
-    one ends, `rounds` x C requests in all, every one counted."""
+    `request_overhead` after its last one ends, `rounds` x C requests in all, every one
+    counted."""
     run = _Run(config, timer, None, request_overhead)
-    rng = random.Random(seed)
     c = max(1, concurrency)
     total = c * max(1, rounds)
     sent = [run.arrive(0.0, shape) for _ in range(c)]
@@ -282,7 +280,7 @@ def benchmark_loop(
             break
         for _ in run.advance(max_steps):
             if len(sent) < total:
-                sent.append(run.arrive(run.now + request_overhead + rng.random() * jitter, shape))
+                sent.append(run.arrive(run.now + request_overhead, shape))
     done = [r for r in sent if r.finished]
     if not done:
         return run.stats([], 0.0, saturated=True)
