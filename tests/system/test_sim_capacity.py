@@ -15,7 +15,7 @@ from conftest import SimProcess
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model, plan
-from tokenfleet.capacity.kernels import REQUEST_OVERHEAD_S
+from tokenfleet.capacity.overheads import request_overhead_s
 
 pytestmark = pytest.mark.system
 
@@ -71,7 +71,8 @@ def test_low_load_latency_matches_the_plan(
         f"TPOT sim {mean_tpot_ms:.2f} ms vs plan {predicted.tpot_ms:.2f} ms"
     )
     # plan() adds the engine frontend's per-request overhead the simulator does not charge.
-    assert mean_ttft_ms == pytest.approx(predicted.ttft_ms - REQUEST_OVERHEAD_S * 1e3, rel=0.10)
+    overhead_ms = request_overhead_s(engine, INPUT) * 1e3
+    assert mean_ttft_ms == pytest.approx(predicted.ttft_ms - overhead_ms, rel=0.10)
     assert mean_tpot_ms == pytest.approx(predicted.tpot_ms, rel=0.10)
 
 

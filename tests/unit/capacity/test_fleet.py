@@ -15,8 +15,10 @@ def _plan(model: str, gpu: str, **kw):
     return plan(PlanRequest(arch=load_model(model), gpu=get_gpu(gpu), **kw))
 
 
-def test_8b_on_one_l4_defaults_to_tp1_and_says_replicas_serve_the_rest() -> None:
-    p = _plan(L8, "l4")
+def test_8b_on_l4_off_slo_takes_tp1_and_says_replicas_serve_the_rest() -> None:
+    # No layout of 8B on L4 meets a 10 ms TTFT: cost falls back to the fewest GPUs in total
+    # (test_cost_choice.py has the cheapest-per-good-request rule).
+    p = _plan(L8, "l4", ttft_slo_ms=10.0)
     assert (p.tensor_parallel_size, p.pipeline_parallel_size) == (1, 1)
     held = p.kv_cache_tokens // (2048 + 300)
     assert held < 16
@@ -32,8 +34,9 @@ def test_min_gpus_objective_keeps_widening_tp_for_the_concurrency() -> None:
 
 
 def test_max_model_len_is_named_when_it_decides() -> None:
-    # 70B at 32K context does not start on 2 x H100: the length, not the concurrency, decides.
-    p = _plan(L70, "h100-sxm", max_model_len=32768)
+    # 70B at 32K context does not start on 2 x H100: the length, not the concurrency, decides
+    # (the fewest-GPUs rule cost falls back to when no layout meets the SLO).
+    p = _plan(L70, "h100-sxm", max_model_len=32768, ttft_slo_ms=1.0)
     assert p.tensor_parallel_size == 4
     assert p.reason.split(": ", 1)[1].startswith("max-model-len 32,768")
     assert "TP 2 x PP 1" in p.reason
@@ -50,7 +53,7 @@ def test_a_fixed_tp_is_named_and_does_not_grow_pp() -> None:
 
 
 def test_latency_objective_spends_gpus_on_speed_and_says_so() -> None:
-    cost = _plan(L70, "h100-sxm")
+    cost = _plan(L70, "h100-sxm", objective="min-gpus")
     fast = _plan(L70, "h100-sxm", objective="latency")
     assert fast.gpus_per_replica > cost.gpus_per_replica
     assert "objective latency" in fast.reason

@@ -24,17 +24,15 @@ def _plan(model: str, gpu: str, **kw):
             1,
             1,
         ),
-        ("meta-llama/Llama-3.1-8B", "l4", {"max_model_len": 8192, "concurrency": 4}, 1, 1, 1),
+        # TP 1 holds it; at the default SLO (TPOT 50 ms) a TP 2 replica is the cheapest per
+        # good request (one L4 decodes 8B at ~55 ms a step: no good requests at all)
+        ("meta-llama/Llama-3.1-8B", "l4", {"max_model_len": 8192, "concurrency": 4}, 2, 1, 1),
         ("meta-llama/Llama-3.1-8B", "h100-sxm", {}, 1, 1, 1),
-        (
-            "meta-llama/Llama-3.1-70B",
-            "h100-sxm",
-            {"max_model_len": 32768},
-            4,
-            1,
-            1,
-        ),  # TP2: 3.9 GiB KV
-        ("openai/gpt-oss-120b", "h100-sxm", {}, 1, 1, 1),
+        # TP2: 3.9 GiB KV; TP 8 serves a good request for less than TP 4 (test_cost_choice.py)
+        ("meta-llama/Llama-3.1-70B", "h100-sxm", {"max_model_len": 32768}, 8, 1, 1),
+        # the fewest GPUs: TP 1 (min-gpus); the cheapest per good request: TP 4
+        ("openai/gpt-oss-120b", "h100-sxm", {"objective": "min-gpus"}, 1, 1, 1),
+        ("openai/gpt-oss-120b", "h100-sxm", {}, 4, 1, 1),
         ("deepseek-ai/DeepSeek-V3", "h200", {}, 8, 1, 1),
         ("Qwen/Qwen3-235B-A22B", "h100-sxm", {}, 8, 1, 1),
         # --tp is honoured; with --pp auto the planner adds pipeline stages (whole nodes)
@@ -140,13 +138,13 @@ def test_default_memory_fraction_leaves_room_outside_the_budget():
 
 
 def test_sglang_uses_its_own_default_mem_fraction():
-    p = _plan("Qwen/Qwen3-32B", "h100-sxm", engine="sglang")
+    p = _plan("Qwen/Qwen3-32B", "h100-sxm", engine="sglang", tensor_parallel_size=1)
     # (79.19 GiB - 13.1 GiB reserved) / 79.19 GiB per SGLang's server_args formula.
     assert p.memory_fraction == pytest.approx(0.834, abs=0.002)
 
 
 def test_max_model_len_is_lowered_to_what_fits_when_not_given():
-    p = _plan("openai/gpt-oss-20b", "l4")
+    p = _plan("openai/gpt-oss-20b", "l4", objective="min-gpus")  # one L4
     assert p.max_model_len < 131072 and p.max_model_len <= p.kv_cache_tokens
     assert any("max-model-len lowered" in w for w in p.warnings)
 
@@ -159,15 +157,16 @@ def test_concurrency_target_drives_tp_under_min_gpus():
     assert large.kv_cache_tokens >= 32 * (2048 + 300)
 
 
-def test_concurrency_target_drives_replicas_under_cost():
-    # The default objective keeps the smallest replica and says how many replicas the
-    # concurrency needs instead of widening TP (issue: 8B on one L4 is TP 1).
+def test_concurrency_target_drives_replicas_when_no_layout_meets_the_slo():
+    # With no layout meeting the SLO, cost falls back to the fewest GPUs in total: the
+    # smallest replica, saying how many replicas the concurrency needs instead of widening TP.
     # At 8K context one L4 holds 14 requests: 20 need 2 x TP 1, as many GPUs as 1 x TP 2.
-    p = _plan("meta-llama/Llama-3.1-8B", "l4", max_model_len=8192, concurrency=20)
+    kw = {"max_model_len": 8192, "ttft_slo_ms": 1.0}
+    p = _plan("meta-llama/Llama-3.1-8B", "l4", concurrency=20, **kw)
     assert p.gpus_per_replica == 1
     assert "1 more replica serves the rest" in p.reason
     # At 32 they would need 3 x TP 1: one TP 2 replica is fewer GPUs in total.
-    wide = _plan("meta-llama/Llama-3.1-8B", "l4", max_model_len=8192, concurrency=32)
+    wide = _plan("meta-llama/Llama-3.1-8B", "l4", concurrency=32, **kw)
     assert wide.gpus_per_replica == 2 and "fewest GPUs in total" in wide.reason
 
 

@@ -3,7 +3,7 @@
 At concurrency 1 the simulated TTFT and TPOT must be within 10% of plan()'s prediction for a
 PlanRequest with concurrency=1; KV capacity and max-num-seqs must bound what runs, as sized.
 plan()'s TTFT includes the engine's per-request frontend overhead (HTTP, tokeniser:
-REQUEST_OVERHEAD_S), which the simulator's scheduler does not charge: it is taken out here.
+capacity/overheads.py), which the simulator's scheduler does not charge: it is taken out here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model, plan, step_model
-from tokenfleet.capacity.kernels import REQUEST_OVERHEAD_S
+from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.types import Plan
 from tokenfleet.sim.scheduler import Arrival, Scheduler, SchedulerConfig, SimRequest, simulate
 
@@ -57,7 +57,8 @@ def test_low_load_ttft_and_tpot_match_the_plan(model: str, gpu: str, inp: int, o
     assert request.first_token_at is not None and request.last_token_at is not None
     ttft_ms = (request.first_token_at - request.arrival) * 1e3
     tpot_ms = (request.last_token_at - request.first_token_at) / (out - 1) * 1e3
-    assert ttft_ms == pytest.approx(p.predicted.ttft_ms - REQUEST_OVERHEAD_S * 1e3, rel=0.10)
+    overhead_ms = request_overhead_s(p.engine, inp) * 1e3
+    assert ttft_ms == pytest.approx(p.predicted.ttft_ms - overhead_ms, rel=0.10)
     assert tpot_ms == pytest.approx(p.predicted.tpot_ms, rel=0.10)
 
 

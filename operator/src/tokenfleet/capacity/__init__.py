@@ -39,6 +39,7 @@ __all__ = [
 
 def step_model(p: Plan) -> StepModel:
     """Per-step timing of a planned replica (used by the simulator)."""
+    from tokenfleet.capacity.engine_profiles import engine_profile
     from tokenfleet.capacity.kv import kv_dtype_bytes
     from tokenfleet.capacity.performance import build_step_model
     from tokenfleet.capacity.quantization import weight_format
@@ -56,4 +57,5 @@ def step_model(p: Plan) -> StepModel:
         fmt,
         kv_dtype_bytes(p.kv_cache_dtype, fmt.dtype_bytes),
         per_node,
+        engine_profile(p.engine, p.engine_version).step_overhead_s(p.pipeline_parallel_size),
     )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import GPU
+from tokenfleet.capacity.kernels import STEP_OVERHEAD_S
 
 DEFAULT_VERSIONS = {"vllm": "0.32.0", "sglang": "0.5.23"}
 GIB = 1024**3
@@ -44,6 +45,16 @@ class EngineProfile:
     block_size: int = 16
     init_overhead_gib: float = 0.0  # SGLang: CUDA context + NCCL before its first reading
     init_overhead_per_rank_gib: float = 0.0
+    # vLLM V1's AsyncScheduler: the CPU side of step N+1 (scheduling, output processing)
+    # overlaps step N on the GPU, so it adds no time per step. On by default from vLLM 0.12
+    # (vllm-project/vllm#27614) unless pipeline parallelism is on (0.32's
+    # vllm/config/vllm.py: "Async scheduling is disabled because the V1 model runner does
+    # not support it with pipeline parallelism").
+    async_scheduling: bool = False
+
+    def step_overhead_s(self, pp: int) -> float:
+        """The engine's CPU time a step adds to the GPU's (kernels.STEP_OVERHEAD_S)."""
+        return 0.0 if self.async_scheduling and pp <= 1 else STEP_OVERHEAD_S
 
     def non_torch_gib(self, tp: int) -> float:
         if tp <= 1:
@@ -75,7 +86,11 @@ _VLLM_LEGACY = EngineProfile(
     default_memory_fraction=0.90,
 )
 _VLLM_V1 = replace(
-    _VLLM_LEGACY, name="vllm-0.12-0.20", forward_factor=1.0, activation_peaks_add=False
+    _VLLM_LEGACY,
+    name="vllm-0.12-0.20",
+    forward_factor=1.0,
+    activation_peaks_add=False,
+    async_scheduling=True,
 )
 _VLLM_NEWER = replace(
     _VLLM_V1, name="vllm-0.21+", cuda_graphs_in_budget=True, default_memory_fraction=0.92

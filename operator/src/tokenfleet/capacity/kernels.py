@@ -121,8 +121,10 @@ LAYER_LATENCY_S = 25e-6
 SINK_FALLBACK: dict[str, float] = {"ampere": 0.5, "ada": 0.5}
 
 # Per request, outside the GPU: HTTP, tokenisation, hand-off to the engine core, and the
-# first streamed chunk. Added to TTFT and end-to-end latency. Fitted to the held-in TTFT rows
-# of perf-data.csv (0, 19, 20: residuals 7, 20 and 53 ms; their median).
+# first streamed chunk. Fitted to the held-in TTFT rows of perf-data.csv (0, 19, 20:
+# residuals 7, 20 and 53 ms; their median) and used only by that check
+# (perf_calibration.py); plan() takes the per-engine table of capacity/overheads.py, fitted
+# on the H100 silicon rows.
 REQUEST_OVERHEAD_S = 0.020
 
 # The engine's own per-step CPU cost (scheduling, sampling, output processing) on top of the

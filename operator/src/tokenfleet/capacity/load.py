@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from tokenfleet.capacity.kernels import REQUEST_OVERHEAD_S
+from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.types import Prediction
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
@@ -37,6 +37,7 @@ OPEN_MEASURED = 64  # Poisson arrivals counted per open-loop run, after the warm
 GOODPUT_ATTAINMENT = 0.95  # share of requests within SLO: spec.slo.quantile's default
 BISECTION_STEPS = 4  # the first guess, then up to 3 halvings of its bracket ...
 RESOLUTION = 0.12  # ... stopping once the capacity is known to within 12%
+EXTRA_HALVINGS = 4  # then, if no rate passed yet, up to 4 more halvings (1/16 .. 1/128)
 # Where the goodput search looks first, as a share of the saturation throughput, when the
 # target concurrency meets the SLO: the capacity found was 0.82-1.0 of it on the bench's
 # models (8B on H100, gpt-oss-120b, DeepSeek-V3; the bench test test_plan_latency.py).
@@ -79,6 +80,7 @@ class Replica:
     # Micro-batches in flight at once: pipeline parallelism keeps one per stage (vLLM V1's
     # batch queue, SGLang's PP micro-batches), each running the whole pipeline in turn.
     pipeline_lanes: int = 1
+    engine: str = "vllm"  # whose client overhead applies (capacity/overheads.py)
 
     @classmethod
     def of(
@@ -99,6 +101,7 @@ class Replica:
             block_size=1 if sglang else 16,
             mixed_prefill=not sglang,
             pipeline_lanes=max(1, pipeline_parallel_size),
+            engine="sglang" if sglang else "vllm",
         )
 
 
@@ -146,8 +149,10 @@ def closed(
     input_tokens: int,
     output_tokens: int,
     slo: tuple[float, float] | None = None,
+    overhead_s: float | None = None,
 ) -> LoadStats:
-    """Steady state of `concurrency` clients sending back to back."""
+    """Steady state of `concurrency` clients sending back to back. `overhead_s`: each
+    request's time outside the engine (default: the engine's, capacity/overheads.py)."""
     c = max(1, min(concurrency, replica.max_num_seqs * 64))
     scaled, config, w = lockstep(replica, timer, c, input_tokens + output_tokens)
     clients = max(1, round(c / w))
@@ -165,9 +170,13 @@ def closed(
         [(input_tokens, output_tokens)],
         measured,
         slo,
-        request_overhead=REQUEST_OVERHEAD_S,
+        request_overhead=_overhead(replica, input_tokens, overhead_s),
     )
     return unscale(stats, w)
+
+
+def _overhead(replica: Replica, input_tokens: int, given: float | None) -> float:
+    return request_overhead_s(replica.engine, input_tokens) if given is None else given
 
 
 @lru_cache(maxsize=1024)
@@ -195,7 +204,7 @@ def open_(
         slo,
         seed=7,
         warmup=warmup,
-        request_overhead=REQUEST_OVERHEAD_S,
+        request_overhead=_overhead(replica, input_tokens, None),
         give_up_below=GOODPUT_ATTAINMENT if slo is not None else None,
     )
     return unscale(stats, w)
@@ -254,6 +263,15 @@ def goodput_capacity(
             lo, best = mid, stats
         else:
             hi = mid
+    # A lone request meets the SLO, so some rate does: when the bracket's first guesses were
+    # all too high (a closed loop that meets the SLO at the target concurrency can still be
+    # far above the Poisson capacity: bursts), keep halving rather than report 0.
+    for _ in range(EXTRA_HALVINGS if best is None else 0):
+        hi /= 2
+        stats = run(hi)
+        if ok(stats):
+            lo, best = hi, stats
+            break
     return lo, best
 
 

@@ -30,7 +30,6 @@ from tokenfleet.capacity.kernels import (
     generation,
     kernel_for,
     peak_tflops,
-    ramp,
 )
 from tokenfleet.capacity.kv import layer_token_bytes
 from tokenfleet.capacity.quantization import WeightFormat
@@ -78,6 +77,12 @@ class StepModel:
     layers: int
     comm: Comm
     overhead_s: float = STEP_OVERHEAD_S  # engine CPU per step; 0 = GPU time only
+    # Rows at which the expert GEMMs reach half their large-M rate. kernels.RAMP_ROWS comes
+    # from the bf16 / fp8 GEMM probe, where a small-M GEMM is bound by reading its weights;
+    # 4-bit experts (MXFP4, AWQ / GPTQ) hold half fp8's bytes, so half the rows (a prior from
+    # the bytes, not a fit: on the H100 gpt-oss rows it brings TPOT from +31% / +29% to
+    # +20% / +17% bias on the fit / held-out splits).
+    expert_ramp_rows: float = RAMP_ROWS
 
     def __post_init__(self) -> None:
         # Constants of every step_seconds call, computed once: plan()'s virtual runs time
@@ -143,7 +148,9 @@ class StepModel:
             memory_s += self.moe_layers * touched * self.expert_bytes / (bw * MOE_BANDWIDTH_SCALE)
             rows = tokens * self.experts_per_token / max(touched, 1.0)
             compute_s += (
-                self.expert_flops_per_token * tokens / (peak * MOE_COMPUTE_SCALE * ramp(rows))
+                self.expert_flops_per_token
+                * tokens
+                / (peak * MOE_COMPUTE_SCALE * rows / (rows + self.expert_ramp_rows))
             )
         latency_s: float = self._latency  # type: ignore[attr-defined]
         pairs = prefill_tokens * prefill_tokens / 2
@@ -184,6 +191,7 @@ def build_step_model(
     fmt: WeightFormat,
     kv_bytes: float,
     per_node: int | None = None,
+    overhead_s: float = STEP_OVERHEAD_S,
 ) -> StepModel:
     """The step model of a (TP, PP) layout of `arch` on `gpu` with weights in `fmt`."""
     p = arch.params
@@ -231,6 +239,8 @@ def build_step_model(
         bandwidth_efficiency=kernel.bandwidth,
         layers=arch.layers,
         comm=comm_for(gpu, tp, pp, per_node or gpu.gpus_per_node, arch.hidden, arch.layers),
+        overhead_s=overhead_s,
+        expert_ramp_rows=RAMP_ROWS / 2 if fmt.bytes_for("experts") < 0.9 else RAMP_ROWS,
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from tokenfleet.capacity import cost_choice, sglang_memory
 from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.engine_profiles import (
     EngineProfile,
@@ -33,6 +34,7 @@ from tokenfleet.capacity.memory import (
     cuda_graph_bytes,
     evaluate,
 )
+from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import (
     StepModel,
     Workload,
@@ -147,7 +149,12 @@ def _memory_fraction(ctx: _Context, lay: Layout) -> float:
             )
         return req.memory_fraction
     if req.engine == "sglang":
-        return sglang_default_mem_fraction(gpu, ctx.batched, lay.tp, lay.pp)
+        default = sglang_default_mem_fraction(gpu, ctx.batched, lay.tp, lay.pp)
+        seqs = req.max_num_seqs or ctx.max_seqs_default
+        s = Settings(default, req.max_model_len or req.arch.max_context, ctx.batched, seqs,
+                     ctx.kv_bytes, expert_parallel=req.expert_parallel)  # fmt: skip
+        need = req.input_tokens + req.output_tokens
+        return sglang_memory.fraction_for(req.arch, gpu, ctx.profile, ctx.fmt, lay, s, need)
     # vLLM: as high as leaves room for the CUDA context, graphs captured outside the budget
     # (0.9-0.20) and some headroom; never above 0.95.
     outside = (
@@ -379,6 +386,7 @@ def _step_model(ctx: _Context, ev: Evaluation) -> StepModel:
         ctx.fmt,
         ctx.kv_bytes,
         ctx.per_node,
+        ctx.profile.step_overhead_s(ev.layout.pp),
     )
 
 
@@ -386,6 +394,26 @@ def _e2e(ctx: _Context, ev: Evaluation, max_len: int) -> float:
     w = _workload(ctx)
     p = predict(_step_model(ctx, ev), w, w.concurrency, 1, 0.0, 1e9, 1e9)
     return p.ttft_ms + p.tpot_ms * ctx.req.output_tokens
+
+
+def _estimated_cost(ctx: _Context, lay: Layout) -> float:
+    """Closed-form GPU cost per million good requests of a layout (inf: it does not start
+    or meets the SLO at no rate): cost_choice's shortlist."""
+    req = ctx.req
+    want_len = req.max_model_len or req.arch.max_context
+    request_tokens = req.input_tokens + req.output_tokens
+    ev = evaluate(req.arch, req.gpu, ctx.profile, ctx.fmt, lay, _settings(ctx, lay, want_len))
+    if not _fits(ev, min(want_len, request_tokens)):
+        return math.inf
+    slots = min(req.max_num_seqs or ctx.max_seqs_default, ev.kv_tokens // request_tokens)
+    gpus = _gpus(ev)
+    # The closed form has no client overhead: take it out of the TTFT budget.
+    ttft_budget = req.ttft_slo_ms / 1e3 - request_overhead_s(req.engine, req.input_tokens)
+    p = predict(_step_model(ctx, ev), _workload(ctx), slots, gpus, req.gpu.price_per_hour,
+                ttft_budget, req.tpot_slo_ms / 1e3)  # fmt: skip
+    if p.goodput_requests_per_second <= 0:
+        return math.inf
+    return gpus * req.gpu.price_per_hour / (p.goodput_requests_per_second * 3600) * 1e6
 
 
 def _workload(ctx: _Context) -> Workload:
@@ -437,6 +465,14 @@ def plan(req: PlanRequest) -> Plan:
     layouts = _candidates(req, per_node)
     if req.target_requests_per_second is not None:
         return _plan_fleet(req, layouts, per_node)
+    if req.objective == "cost" and req.tensor_parallel_size is None:
+        # The lowest GPU cost per good request among single-node layouts (cost_choice.py);
+        # None: none starts on one node or none meets the SLO: the fewest-GPUs rule below.
+        cheapest = cost_choice.choose(
+            req, layouts, per_node, plan, lambda lay: _estimated_cost(ctx, lay)
+        )
+        if cheapest is not None:
+            return cheapest
     ev, max_len, why, warnings, considered = _choose(ctx, layouts)
     request_tokens = min(req.input_tokens + req.output_tokens, max_len)
     max_seqs = req.max_num_seqs or _max_num_seqs(ctx, ev, request_tokens)
@@ -571,6 +607,15 @@ def _warnings(ctx: _Context, ev: Evaluation, max_len: int) -> list[str]:
                 f"budget {m.budget / GIB:.1f} GiB + CUDA graphs {m.cuda_graphs / GIB:.1f} GiB + "
                 f"context exceed the {gpu.memory_gib} GiB of a {gpu.id}: startup may OOM; lower "
                 "--gpu-memory-utilization"
+            )
+    if ctx.req.engine == "sglang" and ctx.req.memory_fraction is None:
+        default = sglang_default_mem_fraction(gpu, ctx.batched, ev.layout.tp, ev.layout.pp)
+        if _memory_fraction(ctx, ev.layout) > default:
+            out.append(
+                f"SGLang's default mem-fraction-static {default:g} leaves no room for the "
+                f"{m.weights / GIB:.1f} GiB of weights per GPU (its reserve is sized for dense "
+                f"models); raised to {_memory_fraction(ctx, ev.layout):g}, keeping the "
+                "activation peak, CUDA graphs and 2 GiB free (capacity/sglang_memory.py)"
             )
     if ctx.kv_bytes < 2 and ctx.req.kv_cache_dtype != "auto":
         out.append("fp8 KV cache: twice the tokens, small accuracy cost; validate on your evals")

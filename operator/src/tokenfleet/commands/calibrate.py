@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from tokenfleet.capacity.calibration import POINTS
+from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import GIB
 
 
@@ -17,9 +18,32 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="predicted vs published TTFT / TPOT / throughput (perf-data.csv), held-in and "
         "held-out rows, with the median and p90 |error|",
     )
+    p.add_argument(
+        "--silicon",
+        metavar="FILE.csv",
+        help="with --perf: score measured rows in AIConfigurator's silicon_sample.csv format "
+        "(median / p90 |error| and bias of TTFT and TPOT per GPU, engine and model; the rows "
+        "it cannot plan and why)",
+    )
+    p.add_argument(
+        "--rows", action="store_true", help="with --silicon: also print every row's prediction"
+    )
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="with --silicon: fit the client-overhead table on the file's fit split and print "
+        "it, then score the fit and held-out splits apart (for the H100 calibration file only)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    silicon = getattr(args, "silicon", None)
+    if silicon and not getattr(args, "perf", False):
+        raise PlanError("silicon", silicon, "scores latency", "add --perf")
+    if silicon:
+        from tokenfleet.commands.calibrate_silicon import print_silicon
+
+        return print_silicon(silicon, getattr(args, "rows", False), getattr(args, "fit", False))
     if getattr(args, "perf", False):
         from tokenfleet.commands.calibrate_perf import print_perf
 

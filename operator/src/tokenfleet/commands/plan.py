@@ -116,9 +116,10 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         "--objective",
         choices=("cost", "min-gpus", "latency"),
         default="cost",
-        help="cost: fewest GPUs in total (replicas x layout), or the cheapest fleet for "
-        "--target-rps; min-gpus: fewest GPUs per replica that hold --concurrency; latency: "
-        "spend GPUs on speed (default: %(default)s)",
+        help="cost: the layout with the lowest GPU cost per good request (GPUs x price / "
+        "goodput within the SLO; ties to fewer GPUs), or the cheapest fleet for --target-rps; "
+        "min-gpus: fewest GPUs per replica that hold --concurrency; latency: spend GPUs on "
+        "speed (default: %(default)s)",
     )
     p.add_argument(
         "--target-rps",

@@ -1,0 +1,95 @@
+"""The default layout: the lowest GPU cost per good request at the stated workload and SLO.
+
+Without --target-rps and without a fixed --tp, objective `cost` plans one replica of each
+layout that fits a node (as the fleet table does; the closed-form model drops those that
+cannot start or meet the SLO) and keeps the one whose replica serves a million requests
+within the SLO for the fewest GPU-dollars: GPUs x price / goodput capacity, the fleet
+table's own `cost_per_million_good_requests`. Equal costs are a tie, which goes to fewer GPUs
+per replica (no TP communication to pay, finer scaling steps). The reason names the cost and
+the runner-up. `--objective min-gpus` keeps the fewest-GPUs
+rule; when no layout serves even one request within the SLO, plan() falls back to it too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+
+from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.memory import Layout
+from tokenfleet.capacity.types import Plan, PlanRequest
+
+TIE = 1e-9  # relative cost difference counted as a tie: equal costs, to rounding
+# Layouts planned in full, cheapest first by the closed-form estimate (performance.predict).
+# Its ranking is not good enough to stop at the first few: on 8B / L4 at the default SLO it
+# put TP 4 and TP 8 ahead of TP 2, the cheapest in full; 8 covers every single-node layout.
+PRESCREEN = 8
+
+
+def cost_per_million_good(p: Plan) -> float:
+    goodput = p.predicted.goodput_requests_per_second
+    if goodput <= 0:
+        return math.inf
+    return p.gpus_per_replica * p.gpu.price_per_hour / (goodput * 3600) * 1e6
+
+
+def _label(p: Plan) -> str:
+    return f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}"
+
+
+def choose(
+    req: PlanRequest,
+    layouts: list[Layout],
+    per_node: int,
+    plan: Callable[[PlanRequest], Plan],
+    estimate: Callable[[Layout], float],
+) -> Plan | None:
+    """The cheapest single-node layout per good request, or None when no single-node layout
+    starts or none meets the SLO (the caller then applies the fewest-GPUs rule).
+
+    `estimate` is the closed-form model's cost per good request of a layout (inf when it
+    does not start or meets the SLO at no rate: not planned); the PRESCREEN cheapest by it
+    are planned in full (virtual-time runs, which set the order)."""
+    single = [lay for lay in layouts if lay.tp * lay.pp <= per_node]
+    rough = sorted(
+        ((estimate(lay), lay.tp * lay.pp, lay.pp, lay) for lay in single),
+        key=lambda e: e[:3],
+    )
+    shortlist = [lay for cost, _, _, lay in rough if cost < math.inf][:PRESCREEN]
+    plans: list[Plan] = []
+    for lay in shortlist:
+        sub = replace(
+            req, tensor_parallel_size=lay.tp, pipeline_parallel_size=lay.pp, pipeline_auto=False
+        )
+        try:
+            plans.append(plan(sub))
+        except PlanError:
+            continue
+    priced = sorted(
+        ((cost_per_million_good(p), p) for p in plans if cost_per_million_good(p) < math.inf),
+        key=lambda cp: (cp[0], cp[1].gpus_per_replica),
+    )
+    if not priced:
+        return None
+    best_cost = priced[0][0]
+    ties = [cp for cp in priced if cp[0] <= best_cost * (1 + TIE)]
+    cost, chosen = min(ties, key=lambda cp: (cp[1].gpus_per_replica, cp[0]))
+    rest = [cp for cp in priced if cp[1] is not chosen]
+    g = chosen.predicted.goodput_requests_per_second
+    why = (
+        f"objective cost: lowest GPU cost per good request at {req.input_tokens}/"
+        f"{req.output_tokens} tokens within TTFT {req.ttft_slo_ms:g} ms / TPOT "
+        f"{req.tpot_slo_ms:g} ms: ${cost:.2f} per 1M good requests ({g:.2f} req/s on "
+        f"{chosen.gpus_per_replica} GPU(s))"
+    )
+    if cost > best_cost:
+        why += f", within {TIE:.0%} of the cheapest: the tie goes to fewer GPUs"
+    if rest:
+        c2, p2 = rest[0]
+        why += f"; runner-up {_label(p2)}: ${c2:.2f}"
+    dropped = len([c for c, _, _, _ in rough if c < math.inf]) - len(shortlist)
+    if dropped > 0:
+        why += f"; {dropped} more layout(s) costlier by the closed-form estimate"
+    gpus = chosen.gpus_per_replica
+    return replace(chosen, reason=f"{_label(chosen)} = {gpus} GPU(s): {why}", request=req)

@@ -1,0 +1,39 @@
+"""What a client's TTFT holds besides the engine's steps: one table, fitted on H100 rows.
+
+A request's time outside the scheduler's steps: HTTP, the server's tokenisation of the prompt
+(random-token prompts of thousands of tokens take milliseconds to encode), hand-off to the
+engine core and the first streamed chunk. Modelled per engine as a fixed part plus a part per
+prompt token, added to TTFT and end-to-end latency and delaying a closed-loop client's next
+request.
+
+Fitted by `tokenfleet calibrate --perf --silicon reference/silicon-h100.csv --fit` on the
+calibration split of the H100 rows only (capacity/silicon_fit.py: the rows whose id hashes
+to the fit part; the rest of H100 is held out, and the H200 / B200 rows are the test, never
+looked at while fitting).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ClientOverhead:
+    fixed_s: float
+    per_prompt_token_s: float
+    source: str
+
+    def seconds(self, prompt_tokens: int) -> float:
+        return self.fixed_s + self.per_prompt_token_s * max(prompt_tokens, 0)
+
+
+_FIT = "fit split of reference/silicon-h100.csv (capacity/silicon_fit.py)"
+OVERHEADS: dict[str, ClientOverhead] = {
+    "vllm": ClientOverhead(0.030, 25.0e-6, _FIT + ", 147 rows"),
+    "sglang": ClientOverhead(0.0875, 0.0, _FIT + ", 61 rows"),
+}
+
+
+def request_overhead_s(engine: str, prompt_tokens: int) -> float:
+    """Seconds a request spends outside the engine's steps (see the module docstring)."""
+    return OVERHEADS.get(engine, OVERHEADS["vllm"]).seconds(prompt_tokens)

@@ -1,0 +1,108 @@
+"""Predict one measured silicon row the way its benchmark ran.
+
+The replica is sized by plan() with the engine's default batch limits (the benchmarks ran
+the engines' defaults); then the scheduler core runs the benchmark in virtual time: C
+clients all starting at once, ROUNDS x C requests of exactly ISL / OSL tokens (ignore_eos),
+every request counted. What happens after the first wave depends on the scheduler:
+- SGLang (prefill batches apart from decode): a prefill batch takes every waiting request,
+  stalls the decodes and starts its members decoding together, so they finish together and
+  come back together: the waves stay synchronised (benchmark_loop, all rounds);
+- vLLM V1 (prefill chunks mixed into decode steps): arrivals join the running batch step by
+  step and the waves drift apart: the first wave queues behind each other's prefill
+  (first_wave), the later ones run as the steady closed loop (load.closed).
+That split is what the H100 calibration rows show (SGLang's mean TTFT is a burst's at every
+concurrency; vLLM's grows slowly with it); docs/capacity-model.md has the numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenfleet.capacity import load, step_model
+from tokenfleet.capacity.engine_profiles import default_batch_limits
+from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.gpus import get_gpu
+from tokenfleet.capacity.overheads import request_overhead_s
+from tokenfleet.capacity.planner import plan
+from tokenfleet.capacity.silicon import Refused, Resolved, Scored, SiliconRow, resolve
+from tokenfleet.capacity.types import Plan, PlanRequest
+from tokenfleet.scheduling.virtual import benchmark_loop, first_wave, mean_of_rounds
+
+# AIConfigurator's benchmark template (generator/config/backend_templates/benchmark/
+# bench_run.sh.j2): `aiperf profile --concurrency C --num-requests C x 20` after a
+# separate warm-up of 2 x C requests, so the measured phase starts as a burst of C.
+ROUNDS = 20
+SYNCHRONISED_ROUNDS = 4  # SGLang's waves repeat: a few rounds give the mean of twenty
+
+_PLANS: dict[tuple[object, ...], Plan] = {}
+
+
+def _plan(row: SiliconRow, r: Resolved) -> Plan:
+    """plan() for the row's configuration; rows at other concurrencies share it."""
+    key = (row.model, r.gpu_id, r.quantization, r.expert_parallel, row.engine, row.version,
+           row.tp, row.pp, row.isl, row.osl)  # fmt: skip
+    if key not in _PLANS:
+        gpu = get_gpu(r.gpu_id)
+        _, seqs = default_batch_limits(row.engine, gpu)
+        _PLANS[key] = plan(
+            PlanRequest(
+                arch=r.arch,
+                gpu=gpu,
+                engine="sglang" if row.engine == "sglang" else "vllm",
+                engine_version=row.version or None,
+                tensor_parallel_size=row.tp,
+                pipeline_parallel_size=row.pp,
+                quantization=r.quantization,
+                expert_parallel=r.expert_parallel,
+                max_num_seqs=seqs,
+                concurrency=1,
+                input_tokens=row.isl,
+                output_tokens=row.osl,
+            )
+        )
+    return _PLANS[key]
+
+
+@dataclass(frozen=True)
+class Simulated:
+    ttft_s: float  # the client's mean, `overhead_s` included
+    tpot_s: float
+
+
+def simulate(row: SiliconRow, p: Plan, overhead_s: float) -> Simulated:
+    """The benchmark of `row` on the planned replica `p`, each request spending
+    `overhead_s` outside the engine."""
+    replica = load.Replica.of(
+        row.engine,
+        p.kv_cache_tokens,
+        p.max_num_seqs,
+        p.max_num_batched_tokens,
+        p.max_model_len,
+        p.pipeline_parallel_size,
+    )
+    timer = step_model(p)
+    scaled, config, w = load.lockstep(replica, timer, row.concurrency, row.isl + row.osl)
+    clients = max(1, round(row.concurrency / w))
+    shape = (row.isl, row.osl)
+    if not replica.mixed_prefill:
+        rounds = min(ROUNDS, SYNCHRONISED_ROUNDS)
+        run = benchmark_loop(config, scaled, clients, shape, rounds, request_overhead=overhead_s)
+        return Simulated(run.ttft_mean, run.tpot_mean)
+    first = first_wave(config, scaled, clients, shape, request_overhead=overhead_s)
+    later = load.closed(timer, replica, row.concurrency, row.isl, row.osl, overhead_s=overhead_s)
+    return Simulated(
+        mean_of_rounds(first.ttft_mean, later.ttft_mean, ROUNDS),
+        mean_of_rounds(first.tpot_mean, later.tpot_mean, ROUNDS),
+    )
+
+
+def predict_row(row: SiliconRow) -> Scored | Refused:
+    r = resolve(row)
+    if isinstance(r, str):
+        return Refused(row, r)
+    try:
+        p = _plan(row, r)
+    except PlanError as e:
+        return Refused(row, f"plan() refuses it: {e}")
+    s = simulate(row, p, request_overhead_s(row.engine, row.isl))
+    return Scored(row, p, s.ttft_s * 1e3, s.tpot_s * 1e3)
