@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+from tokenfleet.capacity import prefix
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.memory import Layout
 from tokenfleet.capacity.types import Plan, PlanRequest
@@ -92,4 +93,5 @@ def choose(
     if dropped > 0:
         why += f"; {dropped} more layout(s) costlier by the closed-form estimate"
     gpus = chosen.gpus_per_replica
+    why += prefix.carried(chosen.reason)
     return replace(chosen, reason=f"{_label(chosen)} = {gpus} GPU(s): {why}", request=req)

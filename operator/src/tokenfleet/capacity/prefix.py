@@ -40,11 +40,21 @@ def max_gain(share: float, hit_rate: float) -> float:
     return 1.0 / (1.0 - share * hit_rate)
 
 
+LEAD = "prefix cache: "
+
+
 def explain(input_tokens: int, hit_rate: float, share: float) -> str:
     """The sentence the plan's explanation gains with a hit rate."""
     return (
-        f"prefix cache: {hit_rate:.0%} of the {input_tokens:,}-token prompts are cache hits, "
+        f"{LEAD}{hit_rate:.0%} of the {input_tokens:,}-token prompts are cache hits, "
         f"so a request prefills {prefill_tokens(input_tokens, hit_rate):,} tokens; prefill is "
-        f"{share:.0%} of a replica's work on this mix, so its throughput rises "
-        f"{max_gain(share, hit_rate):.2f}x"
+        f"{share:.0%} of a replica's work on this mix, so its throughput rises up to "
+        f"{max_gain(share, hit_rate):.2f}x (less where the batch limit or the SLO, not the work, bounds it)"
     )
+
+
+def carried(reason: str) -> str:
+    """The prefix-cache sentence of a plan's reason ("" if none), for a caller that
+    rewrites the reason of a plan it chose (the cost objective) and must keep it."""
+    _, found, rest = reason.partition(f"; {LEAD}")
+    return f"; {LEAD}{rest}" if found else ""
