@@ -236,6 +236,7 @@ def run(args: Any) -> int:
     from tokenfleet.capacity.errors import PlanError
     from tokenfleet.controller.handlers import Credentials, Options, build_registry
     from tokenfleet.controller.kube import KubeClient
+    from tokenfleet.controller.leadership import Leadership, own_identity
     from tokenfleet.controller.metrics import Metrics
     from tokenfleet.controller.peering import watch_peering
     from tokenfleet.controller.reconcile import Pipeline, Policy, Reconciler
@@ -282,7 +283,20 @@ def run(args: Any) -> int:
         time_scale=args.time_scale,
         namespaces=tuple(args.namespace or ()),
     )
-    registry = build_registry(reconciler, credentials, options)
+    priority = args.priority if args.priority is not None else random.randint(1, 2**30)
+    identity = own_identity()
+    leadership = None
+    if not args.standalone:
+        # The same identity and priority as kopf's, so both judge the peering alike.
+        leadership = Leadership(
+            reconciler.kube,
+            peering=args.peering,
+            identity=identity,
+            priority=priority,
+            clusterwide=not args.namespace,
+            namespaces=tuple(args.namespace or ()),
+        )
+    registry = build_registry(reconciler, credentials, options, leadership=leadership)
     if not args.standalone:
         watch_peering(registry, reconciler.kube, args.peering, clusterwide=not args.namespace)
 
@@ -301,7 +315,8 @@ def run(args: Any) -> int:
         # A named peering is mandatory in kopf: the operator waits for the KopfPeering CRD
         # (installed by the chart) rather than risk two replicas acting at once.
         peering_name=None if args.standalone else args.peering,
-        priority=args.priority if args.priority is not None else random.randint(1, 2**30),
+        priority=priority,
+        identity=identity,
         liveness_endpoint=args.liveness or None,
     )
     return 0

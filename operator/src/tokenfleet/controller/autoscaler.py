@@ -37,6 +37,7 @@ import contextlib
 import dataclasses
 import datetime
 import importlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -308,7 +309,11 @@ class Autoscalers:
         self._clock = clock
         self._parse = parse
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._intervals: dict[tuple[str, str], float] = {}
+        # (interval, spec.autoscaling as JSON): what each running loop was started with, and
+        # what each LLMService wants (kept while paused: controller/leadership.py).
+        self._settings: dict[tuple[str, str], tuple[float, str]] = {}
+        self._wanted: dict[tuple[str, str], tuple[float, str]] = {}
+        self.active = True
         self._histories: dict[tuple[str, str], History] = {}
         # Loops whose last tick found no plan yet: the next watch event wakes them at once
         # instead of after a whole interval (the reconciler's first status is that event).
@@ -325,16 +330,48 @@ class Autoscalers:
             self._drop(key)
             return
         interval = float(auto.get("intervalSeconds") or DEFAULT_INTERVAL_SECONDS)
+        # Any change of spec.autoscaling restarts the loop (a fixed Prometheus URL revives a
+        # loop stuck on the old one); a status or replicas change does not.
+        setting = (interval, json.dumps(auto, sort_keys=True, default=str))
+        self._wanted[key] = setting
+        if not self.active:
+            return  # another replica acts; resume() starts it
         task = self._tasks.get(key)
-        if task is not None and not task.done() and self._intervals.get(key) == interval:
+        if task is not None and not task.done() and self._settings.get(key) == setting:
             wake = self._waiting.get(key)
             if wake is not None:
                 wake.set()
             return
         if task is not None:
             task.cancel()
-        self._intervals[key] = interval
+        self._settings[key] = setting
         self._tasks[key] = asyncio.create_task(self._loop(key, interval))
+
+    async def pause(self) -> None:
+        """Another replica is the active peer: stop every loop and close its client. The
+        loops wanted are kept; their memory is not (the other replica decides meanwhile,
+        so it is rebuilt from status.autoscaling on resume)."""
+        self.active = False
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._settings.clear()
+        self._histories.clear()
+        self._waiting.clear()
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            await close()
+
+    def resume(self) -> None:
+        self.active = True
+        for (namespace, name), (_, auto) in sorted(self._wanted.items()):
+            body = {
+                "metadata": {"namespace": namespace, "name": name},
+                "spec": {"autoscaling": json.loads(auto)},
+            }
+            self.sync("MODIFIED", body)
 
     def running(self) -> set[tuple[str, str]]:
         return {key for key, task in self._tasks.items() if not task.done()}
@@ -356,7 +393,8 @@ class Autoscalers:
         task = self._tasks.pop(key, None)
         if task is not None and task is not asyncio.current_task():
             task.cancel()
-        self._intervals.pop(key, None)
+        self._settings.pop(key, None)
+        self._wanted.pop(key, None)
         self._histories.pop(key, None)
         self._waiting.pop(key, None)
         self._forget_metrics(*key)
