@@ -96,6 +96,13 @@ def test_peering_object_per_scope() -> None:
     assert not of_kind(render(COMBINATIONS["namespaced-standalone"]), "KopfPeering")
 
 
+def test_without_peering_an_upgrade_never_runs_two_operators() -> None:
+    (standalone,) = of_kind(render(COMBINATIONS["namespaced-standalone"]), "Deployment")
+    assert standalone["spec"]["strategy"] == {"type": "Recreate"}
+    (peered,) = of_kind(render(), "Deployment")
+    assert "strategy" not in peered["spec"]  # RollingUpdate: the peering picks one
+
+
 def test_defaults_need_no_prometheus_operator() -> None:
     kinds = {d["kind"] for d in render()}
     assert kinds == {
