@@ -134,6 +134,7 @@ def test_values_become_operator_flags() -> None:
     (deploy,) = of_kind(docs, "Deployment")
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--prometheus-url=http://prometheus-operated.monitoring:9090" in args
+    assert "--allow-prometheus=http://thanos-query.monitoring:9090" in args
     assert "--engine-image=vllm:amd=mirror.local/vllm-rocm:v{version}" in args
     assert "--gpu-catalog=/etc/tokenfleet/gpu-catalog.yaml" in args
     assert "--log-level=debug" in args

@@ -91,6 +91,15 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         "(default: none; the Autoscaling condition then says what to set)",
     )
     p.add_argument(
+        "--allow-prometheus",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="a Prometheus URL an LLMService may name in spec.autoscaling.prometheus.url "
+        "(that URL or a path below it; repeatable; default: only --prometheus-url, so a "
+        "tenant cannot point the operator at any in-cluster host)",
+    )
+    p.add_argument(
         "--metrics-window-seconds",
         type=float,
         default=60.0,
@@ -230,6 +239,14 @@ def run(args: Any) -> int:
             file=sys.stderr,
         )
         return 2
+    for allowed in args.allow_prometheus or ():
+        if not allowed.startswith(("http://", "https://")):
+            print(
+                f"error: --allow-prometheus {allowed!r}: not an http(s) URL; "
+                "use e.g. http://prometheus-operated.monitoring:9090",
+                file=sys.stderr,
+            )
+            return 2
     import kopf
 
     from tokenfleet import render
@@ -279,6 +296,7 @@ def run(args: Any) -> int:
     options = Options(
         resync_seconds=args.resync_seconds,
         prometheus_url=args.prometheus_url,
+        allowed_prometheus=None if args.allow_prometheus is None else tuple(args.allow_prometheus),
         metrics_window_seconds=args.metrics_window_seconds,
         time_scale=args.time_scale,
         namespaces=tuple(args.namespace or ()),

@@ -56,6 +56,8 @@ class Options:
     recheck_seconds: float = 60.0  # for WAITING_REASONS
     watch_server_timeout: float = 300.0
     prometheus_url: str | None = None  # --prometheus-url: the autoscaler's default source
+    # --allow-prometheus: URLs a spec may name (None: only prometheus_url)
+    allowed_prometheus: tuple[str, ...] | None = None
     metrics_window_seconds: float = 60.0  # autoscale/signals.py DEFAULT_WINDOW_SECONDS
     time_scale: float = 1.0  # --time-scale: simulated fleets only (controller/timescale.py)
     namespaces: tuple[str, ...] = ()  # --namespace: watched ones (empty: every namespace)
@@ -273,6 +275,7 @@ def configure_settings(settings: kopf.OperatorSettings, options: Options) -> Non
 def _autoscalers(kube: KubeClient, reconciler: Reconciler, options: Options) -> Autoscalers:
     scaler_options = AutoscalerOptions(
         prometheus_url=options.prometheus_url,
+        allowed_prometheus=options.allowed_prometheus,
         window_seconds=options.metrics_window_seconds,
         time_scale=options.time_scale,
     )
