@@ -46,8 +46,11 @@ KIND_OF = {plural: kind for kind, plural in PLURALS.items()}
 PREFIX = "tokenfleet.dev"
 
 
-# Degraded reasons that another object can resolve without a spec change.
-WAITING_REASONS = frozenset({"LeaderWorkerSetMissing", "ConfigMapNotFound", "ConfigMapKeyMissing"})
+# Degraded reasons that another object can resolve without a spec change (NameConflict:
+# the other LLMService or the namesake may be deleted).
+WAITING_REASONS = frozenset(
+    {"LeaderWorkerSetMissing", "ConfigMapNotFound", "ConfigMapKeyMissing", "NameConflict"}
+)
 
 
 @dataclass(frozen=True)
@@ -382,6 +385,14 @@ def _watch_owned(
         if event.get("type") == "DELETED":
             # A namesake may be created next: check ownership again before writing the name.
             reconciler.forget_object(kind, namespace or "", name)
-        elif reconciler.is_own_echo(kind, namespace or "", name, rv):
-            return
+        else:
+            lock = reconciler.lock(namespace or "", owner)
+            if lock.locked():
+                # The watch event of our own apply often arrives before the apply's answer
+                # is recorded: wait for the pass to end, then it is recognised as an echo
+                # (not a drift, which cost a second full reconcile per change).
+                async with lock:
+                    pass
+            if reconciler.is_own_echo(kind, namespace or "", name, rv):
+                return
         drift.fire(namespace or "", owner)
