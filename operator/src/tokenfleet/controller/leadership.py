@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import fnmatch
 import logging
 import os
 import random
+import re
 import socket
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -38,6 +40,7 @@ from tokenfleet.controller.peering import PEERING_API, peering_plural
 # is little next to kopf's keep-alive patches.
 CHECK_SECONDS = 2.0
 log = logging.getLogger("tokenfleet.leadership")
+EXACT = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a namespace name, not a glob
 
 Hook = Callable[[], Awaitable[None] | None]
 
@@ -131,10 +134,8 @@ class Leadership:
                 self.reason = f"{self.plural}.kopf.dev is not installed"
                 return False
             blocking: list[str] = []
-            kind = "ClusterKopfPeering" if self.namespaces == (None,) else "KopfPeering"
-            for namespace in self.namespaces:
-                body = await self.kube.get(PEERING_API, kind, namespace, self.peering)
-                status = (body or {}).get("status") or {}
+            for body in await self._peerings():
+                status = body.get("status") or {}
                 blocking += blocking_peers(status, self.identity, self.priority, now)
         except (ApiError, httpx.HTTPError) as error:
             log.warning(
@@ -143,6 +144,32 @@ class Leadership:
             return None
         self.reason = f"paused in favour of {blocking}" if blocking else "active"
         return not blocking
+
+    async def _peerings(self) -> list[dict[str, Any]]:
+        """The peering objects kopf watches: the cluster's one, or one per namespace (a
+        glob like 'team-*' is matched against the KopfPeerings of every namespace)."""
+        assert self.kube is not None and self.peering is not None
+        if self.namespaces == (None,):
+            body = await self.kube.get(PEERING_API, "ClusterKopfPeering", None, self.peering)
+            return [body] if body else []
+        exact = [ns for ns in self.namespaces if ns and EXACT.fullmatch(ns)]
+        globs = [ns for ns in self.namespaces if ns and not EXACT.fullmatch(ns)]
+        found = []
+        for namespace in exact:
+            body = await self.kube.get(PEERING_API, "KopfPeering", namespace, self.peering)
+            found += [body] if body else []
+        if globs:
+            listing = await self.kube.list(PEERING_API, "KopfPeering", "", "")
+            found += [
+                body
+                for body in listing
+                if (body.get("metadata") or {}).get("name") == self.peering
+                and any(
+                    fnmatch.fnmatchcase(str(body["metadata"].get("namespace")), pattern)
+                    for pattern in globs
+                )
+            ]
+        return found
 
     async def set_active(self, active: bool) -> None:
         if active == self.active:
