@@ -98,6 +98,8 @@ async def test_reconcile_500_llmservices(tmp_path: Path) -> None:
         command = [sys.executable, "-m", "tokenfleet.cli", "operator", "--standalone"]
         metrics_port = free_port()
         command += ["--liveness", "", "--metrics-port", str(metrics_port)]
+        # No periodic resync during the run: count the reconciles the changes cause.
+        command += ["--resync-seconds", "3600"]
         with log.open("wb") as out:
             proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
