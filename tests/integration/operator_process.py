@@ -25,15 +25,17 @@ def peak_rss_mib(pid: int) -> float:
 
 
 class OperatorProcess:
-    def __init__(self, kubeconfig: Path, log: Path, *extra: str) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, *extra: str, standalone: bool = True) -> None:
         self.kubeconfig = kubeconfig
         self.log = log
         self.extra = extra
+        self.standalone = standalone  # False: leader election (pass --peering / --priority)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        command = [sys.executable, "-m", "tokenfleet.cli", "operator", "--standalone"]
+        command = [sys.executable, "-m", "tokenfleet.cli", "operator"]
+        command += ["--standalone"] if self.standalone else []
         command += ["--liveness", "", "--metrics-port", "0", *self.extra]
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -36,6 +36,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "grafanaDashboard": {"enabled": True},
         "crds": {"templated": True},
         "prometheusUrl": "http://prometheus-operated.monitoring:9090",
+        "allowPrometheus": ["http://thanos-query.monitoring:9090"],
         "engineImages": {"vllm:amd": "mirror.local/vllm-rocm:v{version}"},
         "gpuCatalog": {"gpus": {"h100-sxm": {"pricePerHour": 2.49}, "rtx-pro-6000": NEW_GPU}},
         "logLevel": "debug",

@@ -96,6 +96,13 @@ def test_peering_object_per_scope() -> None:
     assert not of_kind(render(COMBINATIONS["namespaced-standalone"]), "KopfPeering")
 
 
+def test_without_peering_an_upgrade_never_runs_two_operators() -> None:
+    (standalone,) = of_kind(render(COMBINATIONS["namespaced-standalone"]), "Deployment")
+    assert standalone["spec"]["strategy"] == {"type": "Recreate"}
+    (peered,) = of_kind(render(), "Deployment")
+    assert "strategy" not in peered["spec"]  # RollingUpdate: the peering picks one
+
+
 def test_defaults_need_no_prometheus_operator() -> None:
     kinds = {d["kind"] for d in render()}
     assert kinds == {
@@ -127,6 +134,7 @@ def test_values_become_operator_flags() -> None:
     (deploy,) = of_kind(docs, "Deployment")
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--prometheus-url=http://prometheus-operated.monitoring:9090" in args
+    assert "--allow-prometheus=http://thanos-query.monitoring:9090" in args
     assert "--engine-image=vllm:amd=mirror.local/vllm-rocm:v{version}" in args
     assert "--gpu-catalog=/etc/tokenfleet/gpu-catalog.yaml" in args
     assert "--log-level=debug" in args

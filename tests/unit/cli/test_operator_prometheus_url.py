@@ -12,3 +12,11 @@ def test_prometheus_url_must_be_http(capsys: pytest.CaptureFixture[str]) -> None
     err = capsys.readouterr().err
     assert "--prometheus-url 'prometheus:9090'" in err
     assert "http://prometheus-operated.monitoring:9090" in err
+
+
+def test_allow_prometheus_must_be_http(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["operator", "--allow-prometheus", "thanos:9090", "--metrics-port", "0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--allow-prometheus 'thanos:9090'" in err
+    assert "not an http(s) URL" in err

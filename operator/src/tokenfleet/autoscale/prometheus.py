@@ -8,8 +8,15 @@ autoscaler reacts differently to each:
 - `PromQLError`: the server rejected the query (HTTP 400 `bad_data`, 422 `execution`); the
   message carries the server's own error text. Retrying cannot help: it is a bug or a
   misconfiguration and is not retried.
+- `AnswerTooLarge`: the answer passed `max_bytes`; it is refused while it streams in (a
+  tenant's URL must not be able to fill the operator's memory). Not retried.
+- `MalformedAnswer`: not the Prometheus API's shape (no JSON, a value that is no number, a
+  sample without its pair). Not retried.
 - `EmptyResult`, `NonFiniteValue`, `StaleSample`: raised only by `scalar()`, which wants one
   usable number; `query()` returns whatever the server computed.
+
+Every query has a total `deadline` (connect, every retry and the whole body): httpx's
+timeout is per read, so a server sending a byte every few seconds would never time out.
 
     async with PrometheusClient("http://prometheus.monitoring:9090") as prom:
         samples = (await prom.query('up{job="x"}')).samples
@@ -19,6 +26,7 @@ autoscaler reacts differently to each:
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +38,11 @@ import httpx
 # Per request. Prometheus' own default query timeout is 2 min; the autoscaler decides every
 # 30 s (spec.autoscaling.intervalSeconds default), so an answer later than 10 s is useless.
 DEFAULT_TIMEOUT_S = 10.0
+# Total per query, retries and body included: an answer later than this is useless too.
+DEFAULT_DEADLINE_S = 10.0
+# The largest answer read. The autoscaler's queries aggregate to one series or one per pod
+# (a few hundred bytes each): 4 MiB is ~10,000 pods, and parsing it stays near 40 MiB.
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 # Retries after the first try, for transport errors, 429 and 5xx only. Two retries ride out
 # a Prometheus restart's first refused connections or one dropped keep-alive connection
 # without stretching a tick past its interval.
@@ -59,6 +72,14 @@ class PromQLError(PrometheusError):
         super().__init__(f"Prometheus rejected {query!r}: {error_type}: {server_message}", query)
         self.error_type = error_type
         self.server_message = server_message
+
+
+class AnswerTooLarge(PrometheusError):
+    """The answer is larger than the client reads (refused while streaming)."""
+
+
+class MalformedAnswer(PrometheusError):
+    """Not the Prometheus HTTP API's shape: no JSON, a non-numeric value, a broken sample."""
 
 
 class EmptyResult(PrometheusError):
@@ -116,7 +137,12 @@ class RangeResult:
 
 def parse_value(raw: Any) -> float:
     """Prometheus encodes values as strings ("1.5", "NaN", "+Inf")."""
-    return float(raw)
+    if not isinstance(raw, (str, int, float)) or isinstance(raw, bool):
+        raise ValueError(f"sample value {raw!r:.80} is not a number")
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"sample value {raw!r:.80} is not a number") from None
 
 
 class PrometheusClient:
@@ -127,6 +153,8 @@ class PrometheusClient:
         base_url: str,
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
+        deadline: float = DEFAULT_DEADLINE_S,
+        max_bytes: int = DEFAULT_MAX_BYTES,
         retries: int = DEFAULT_RETRIES,
         backoff: float = DEFAULT_BACKOFF_S,
         headers: Mapping[str, str] | None = None,
@@ -137,6 +165,8 @@ class PrometheusClient:
         self.base_url = base_url.rstrip("/")
         self._retries = retries
         self._backoff = backoff
+        self.deadline = deadline
+        self.max_bytes = max_bytes
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             timeout=timeout,
@@ -167,20 +197,10 @@ class PrometheusClient:
         if at is not None:
             params["time"] = f"{at:.3f}"
         data, warnings = await self._call("/api/v1/query", params, promql)
-        kind = str(data.get("resultType"))
-        result = data.get("result")
-        if kind == "scalar" or kind == "string":
-            t, v = result  # type: ignore[misc]
-            value = parse_value(v) if kind == "scalar" else math.nan
-            return InstantResult(kind, (Sample({}, value, float(t)),), warnings)  # type: ignore[arg-type]
-        if kind == "vector":
-            samples = tuple(
-                Sample(dict(r.get("metric") or {}), parse_value(v), float(t))
-                for r in result or []
-                for t, v in [r["value"]]
-            )
-            return InstantResult("vector", samples, warnings)
-        raise PrometheusError(f"{promql!r}: unexpected result type {kind!r} for an instant query")
+        try:
+            return _instant(data, warnings, promql)
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            raise MalformedAnswer(f"{promql!r}: malformed answer: {error}", promql) from None
 
     async def query_range(self, promql: str, start: float, end: float, step: float) -> RangeResult:
         """Range query from `start` to `end` (Unix seconds) every `step` seconds."""
@@ -189,13 +209,16 @@ class PrometheusClient:
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}"}
         params["step"] = f"{step:g}"
         data, warnings = await self._call("/api/v1/query_range", params, promql)
-        series = tuple(
-            Series(
-                dict(r.get("metric") or {}),
-                tuple((float(t), parse_value(v)) for t, v in r.get("values") or []),
+        try:
+            series = tuple(
+                Series(
+                    dict(r.get("metric") or {}),
+                    tuple((float(t), parse_value(v)) for t, v in r.get("values") or []),
+                )
+                for r in data.get("result") or []
             )
-            for r in data.get("result") or []
-        )
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            raise MalformedAnswer(f"{promql!r}: malformed answer: {error}", promql) from None
         return RangeResult(series, warnings)
 
     async def scalar(
@@ -233,53 +256,105 @@ class PrometheusClient:
     async def _call(
         self, path: str, params: Mapping[str, str], promql: str
     ) -> tuple[dict[str, Any], tuple[str, ...]]:
-        last: str = ""
-        for attempt in range(self._retries + 1):
-            if attempt:
-                await asyncio.sleep(self._backoff * 2 ** (attempt - 1))
-            try:
-                # POST with a form body: long PromQL never hits URL length limits.
-                response = await self._http.post(path, data=dict(params))
-            except httpx.TransportError as error:  # refused, reset, timed out, DNS
-                last = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                last = f"HTTP {response.status_code}: {_error_text(response)}"
-                continue
-            return _payload(response, promql)
+        last = "no answer"
+        try:
+            async with asyncio.timeout(self.deadline):
+                for attempt in range(self._retries + 1):
+                    if attempt:
+                        await asyncio.sleep(self._backoff * 2 ** (attempt - 1))
+                    try:
+                        status, raw = await self._post(path, params, promql)
+                    except httpx.TransportError as error:  # refused, reset, timed out, DNS
+                        last = (
+                            f"{type(error).__name__}: {error}"
+                            if str(error)
+                            else type(error).__name__
+                        )
+                        continue
+                    if status == 429 or status >= 500:
+                        last = f"HTTP {status}: {_error_text(raw)}"
+                        continue
+                    return _payload(status, raw, promql)
+        except TimeoutError:
+            raise PrometheusUnreachable(
+                f"Prometheus at {self.base_url} gave no complete answer to {promql!r} within "
+                f"the {self.deadline:g} s deadline (last: {last})",
+                promql,
+            ) from None
         raise PrometheusUnreachable(
             f"Prometheus at {self.base_url} did not answer {promql!r} after "
             f"{self._retries + 1} tries: {last}",
             promql,
         )
 
+    async def _post(self, path: str, params: Mapping[str, str], promql: str) -> tuple[int, bytes]:
+        """(status, body), the body read only up to max_bytes: refused past it."""
+        # POST with a form body: long PromQL never hits URL length limits.
+        async with self._http.stream("POST", path, data=dict(params)) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_bytes:
+                raise self._too_large(f"{int(declared)} bytes declared", promql)
+            body = bytearray()
+            async for chunk in response.aiter_bytes():  # decoded: a gzip bomb counts too
+                body += chunk
+                if len(body) > self.max_bytes:
+                    raise self._too_large(f"more than {len(body)} bytes", promql)
+            return response.status_code, bytes(body)
 
-def _error_text(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:500]
-    if isinstance(body, dict) and body.get("error"):
-        return f"{body.get('errorType', 'error')}: {body['error']}"
-    return response.text[:500]
-
-
-def _payload(response: httpx.Response, promql: str) -> tuple[dict[str, Any], tuple[str, ...]]:
-    try:
-        body = response.json()
-    except ValueError as error:
-        raise PrometheusError(
-            f"HTTP {response.status_code} with a non-JSON body for {promql!r}: "
-            f"{response.text[:200]!r} (is the URL a Prometheus server?)",
-            promql,
-        ) from error
-    if not isinstance(body, dict):
-        raise PrometheusError(f"unexpected answer for {promql!r}: {body!r:.200}", promql)
-    if body.get("status") != "success":
-        raise PromQLError(
-            str(body.get("errorType") or f"HTTP {response.status_code}"),
-            str(body.get("error") or response.text[:500]),
+    def _too_large(self, size: str, promql: str) -> AnswerTooLarge:
+        return AnswerTooLarge(
+            f"Prometheus at {self.base_url} answered {promql!r} with {size}, over the "
+            f"{self.max_bytes}-byte cap: refused (is the URL the fleet's Prometheus?)",
             promql,
         )
+
+
+def _instant(data: Mapping[str, Any], warnings: tuple[str, ...], promql: str) -> InstantResult:
+    kind = str(data.get("resultType"))
+    result = data.get("result")
+    if kind == "scalar" or kind == "string":
+        t, v = result  # type: ignore[misc]
+        value = parse_value(v) if kind == "scalar" else math.nan
+        return InstantResult(kind, (Sample({}, value, float(t)),), warnings)  # type: ignore[arg-type]
+    if kind == "vector":
+        samples = tuple(
+            Sample(dict(r.get("metric") or {}), parse_value(v), float(t))
+            for r in result or []
+            for t, v in [r["value"]]
+        )
+        return InstantResult("vector", samples, warnings)
+    raise MalformedAnswer(f"{promql!r}: unexpected result type {kind!r} for an instant query")
+
+
+def _error_text(raw: bytes) -> str:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw[:500].decode(errors="replace")
+    if isinstance(body, dict) and body.get("error"):
+        return f"{body.get('errorType', 'error')}: {body['error']}"
+    return raw[:500].decode(errors="replace")
+
+
+def _payload(status: int, raw: bytes, promql: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise MalformedAnswer(
+            f"HTTP {status} with a non-JSON body for {promql!r}: "
+            f"{raw[:200].decode(errors='replace')!r} (is the URL a Prometheus server?)",
+            promql,
+        ) from None
+    if not isinstance(body, dict):
+        raise MalformedAnswer(f"unexpected answer for {promql!r}: {body!r:.200}", promql)
+    if body.get("status") != "success":
+        raise PromQLError(
+            str(body.get("errorType") or f"HTTP {status}"),
+            str(body.get("error") or raw[:500].decode(errors="replace")),
+            promql,
+        )
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise MalformedAnswer(f"{promql!r}: answer without a data object: {body!r:.200}", promql)
     warnings: Sequence[str] = body.get("warnings") or ()
-    return dict(body.get("data") or {}), tuple(str(w) for w in warnings)
+    return dict(data), tuple(str(w) for w in warnings)

@@ -49,7 +49,8 @@ def explain(input_tokens: int, hit_rate: float, share: float) -> str:
         f"{LEAD}{hit_rate:.0%} of the {input_tokens:,}-token prompts are cache hits, "
         f"so a request prefills {prefill_tokens(input_tokens, hit_rate):,} tokens; prefill is "
         f"{share:.0%} of a replica's work on this mix, so its throughput rises up to "
-        f"{max_gain(share, hit_rate):.2f}x (less where the batch limit or the SLO, not the work, bounds it)"
+        f"{max_gain(share, hit_rate):.2f}x (less where the batch limit or the SLO, not the "
+        "work, bounds it)"
     )
 
 

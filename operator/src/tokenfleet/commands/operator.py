@@ -91,6 +91,15 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         "(default: none; the Autoscaling condition then says what to set)",
     )
     p.add_argument(
+        "--allow-prometheus",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="a Prometheus URL an LLMService may name in spec.autoscaling.prometheus.url "
+        "(that URL or a path below it; repeatable; default: only --prometheus-url, so a "
+        "tenant cannot point the operator at any in-cluster host)",
+    )
+    p.add_argument(
         "--metrics-window-seconds",
         type=float,
         default=60.0,
@@ -230,12 +239,21 @@ def run(args: Any) -> int:
             file=sys.stderr,
         )
         return 2
+    for allowed in args.allow_prometheus or ():
+        if not allowed.startswith(("http://", "https://")):
+            print(
+                f"error: --allow-prometheus {allowed!r}: not an http(s) URL; "
+                "use e.g. http://prometheus-operated.monitoring:9090",
+                file=sys.stderr,
+            )
+            return 2
     import kopf
 
     from tokenfleet import render
     from tokenfleet.capacity.errors import PlanError
     from tokenfleet.controller.handlers import Credentials, Options, build_registry
     from tokenfleet.controller.kube import KubeClient
+    from tokenfleet.controller.leadership import Leadership, own_identity
     from tokenfleet.controller.metrics import Metrics
     from tokenfleet.controller.peering import watch_peering
     from tokenfleet.controller.reconcile import Pipeline, Policy, Reconciler
@@ -278,11 +296,25 @@ def run(args: Any) -> int:
     options = Options(
         resync_seconds=args.resync_seconds,
         prometheus_url=args.prometheus_url,
+        allowed_prometheus=None if args.allow_prometheus is None else tuple(args.allow_prometheus),
         metrics_window_seconds=args.metrics_window_seconds,
         time_scale=args.time_scale,
         namespaces=tuple(args.namespace or ()),
     )
-    registry = build_registry(reconciler, credentials, options)
+    priority = args.priority if args.priority is not None else random.randint(1, 2**30)
+    identity = own_identity()
+    leadership = None
+    if not args.standalone:
+        # The same identity and priority as kopf's, so both judge the peering alike.
+        leadership = Leadership(
+            reconciler.kube,
+            peering=args.peering,
+            identity=identity,
+            priority=priority,
+            clusterwide=not args.namespace,
+            namespaces=tuple(args.namespace or ()),
+        )
+    registry = build_registry(reconciler, credentials, options, leadership=leadership)
     if not args.standalone:
         watch_peering(registry, reconciler.kube, args.peering, clusterwide=not args.namespace)
 
@@ -301,7 +333,8 @@ def run(args: Any) -> int:
         # A named peering is mandatory in kopf: the operator waits for the KopfPeering CRD
         # (installed by the chart) rather than risk two replicas acting at once.
         peering_name=None if args.standalone else args.peering,
-        priority=args.priority if args.priority is not None else random.randint(1, 2**30),
+        priority=priority,
+        identity=identity,
         liveness_endpoint=args.liveness or None,
     )
     return 0

@@ -37,6 +37,7 @@ import contextlib
 import dataclasses
 import datetime
 import importlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -84,6 +85,8 @@ NO_URL_MESSAGE = (
     "no Prometheus URL: set spec.autoscaling.prometheus.url or run the operator with "
     "--prometheus-url"
 )
+# The shortest a tick's queries may take (simulated fleets divide the interval).
+MIN_TICK_DEADLINE_SECONDS = 2.0
 # After an unexpected error in a tick, wait at least this long before the next one.
 ERROR_BACKOFF_SECONDS = 5.0
 
@@ -97,27 +100,60 @@ class SignalSource(Protocol):
 
 
 class PrometheusSource:
-    """The production SignalSource: autoscale.signals over one pooled client per URL."""
+    """The production SignalSource: autoscale.signals over one client per LLMService.
+
+    Per LLMService, not per URL: a client lives exactly as long as its loop (released when
+    the loop ends, replaced when the URL changes), so deleted LLMServices leave no socket."""
 
     def __init__(self) -> None:
-        self._clients: dict[str, PrometheusClient] = {}
+        self._clients: dict[tuple[str, str], PrometheusClient] = {}
 
-    def _client(self, url: str) -> PrometheusClient:
-        if url not in self._clients:
-            self._clients[url] = PrometheusClient(url)
-        return self._clients[url]
+    def _client(self, query: SignalsQuery, url: str) -> PrometheusClient:
+        key = (query.namespace, query.llmservice)
+        client = self._clients.get(key)
+        if client is not None and client.base_url == url.rstrip("/"):
+            return client
+        if client is not None:  # the URL changed: the old connections go now
+            asyncio.get_running_loop().create_task(client.close())
+        self._clients[key] = client = PrometheusClient(url)
+        return client
 
     async def signals(self, query: SignalsQuery, url: str, at: float) -> Observation:
-        return await read_signals(self._client(url), query, at)
+        return await read_signals(self._client(query, url), query, at)
 
     async def pod_load(self, query: SignalsQuery, url: str, at: float) -> dict[str, float]:
-        client = self._client(url)
+        client = self._client(query, url)
         return await pod_load(client, query.engine, query.namespace, query.llmservice, at)
 
-    async def close(self) -> None:
-        for client in self._clients.values():
+    async def release(self, namespace: str, name: str) -> None:
+        client = self._clients.pop((namespace, name), None)
+        if client is not None:
             await client.close()
+
+    def open_clients(self) -> int:
+        return len(self._clients)
+
+    async def close(self) -> None:
+        clients = list(self._clients.values())
         self._clients.clear()
+        for client in clients:
+            await client.close()
+
+
+def allowed_url(url: str, allowed: tuple[str, ...]) -> bool:
+    """The URL is one of `allowed`, or below one of them (a path prefix, not a host one:
+    http://prom:9090 does not admit http://prom:90901)."""
+    url = url.rstrip("/")
+    return any(url == a.rstrip("/") or url.startswith(a.rstrip("/") + "/") for a in allowed)
+
+
+def refused_url_message(url: str, allowed: tuple[str, ...]) -> str:
+    listed = ", ".join(allowed) if allowed else "none"
+    return (
+        f"spec.autoscaling.prometheus.url {url!r} is not allowed by the operator "
+        f"(allowed: {listed}); use an allowed URL, leave the field unset for the operator's "
+        "--prometheus-url, or ask the operator's admin to add it with --allow-prometheus"
+    )
 
 
 @dataclass(frozen=True)
@@ -129,6 +165,14 @@ class AutoscalerOptions:
     time_scale: float = 1.0
     """Simulated fleets only (controller/timescale.py): the loop sleeps intervalSeconds / this
     many wall seconds. 1 in production."""
+    allowed_prometheus: tuple[str, ...] | None = None
+    """--allow-prometheus: the Prometheus URLs an LLMService may name. None: only
+    `prometheus_url` (the operator's own), so a tenant cannot aim requests at any host."""
+
+    def allowed(self) -> tuple[str, ...]:
+        if self.allowed_prometheus is not None:
+            return self.allowed_prometheus
+        return (self.prometheus_url,) if self.prometheus_url else ()
 
 
 def default_decide() -> Decide:
@@ -313,11 +357,17 @@ class Autoscalers:
         self._clock = clock
         self._parse = parse
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._intervals: dict[tuple[str, str], float] = {}
+        # (interval, spec.autoscaling as JSON): what each running loop was started with, and
+        # what each LLMService wants (kept while paused: controller/leadership.py).
+        self._settings: dict[tuple[str, str], tuple[float, str]] = {}
+        self._wanted: dict[tuple[str, str], tuple[float, str]] = {}
+        self.active = True
         self._histories: dict[tuple[str, str], History] = {}
         # Loops whose last tick found no plan yet: the next watch event wakes them at once
         # instead of after a whole interval (the reconciler's first status is that event).
         self._waiting: dict[tuple[str, str], asyncio.Event] = {}
+        # The kind of the last Prometheus failure per LLMService: one warning per change.
+        self._failures: dict[tuple[str, str], str] = {}
         self._logger = logging.getLogger("tokenfleet.autoscaler")
 
     # --- loops -------------------------------------------------------------------------
@@ -330,16 +380,48 @@ class Autoscalers:
             self._drop(key)
             return
         interval = float(auto.get("intervalSeconds") or DEFAULT_INTERVAL_SECONDS)
+        # Any change of spec.autoscaling restarts the loop (a fixed Prometheus URL revives a
+        # loop stuck on the old one); a status or replicas change does not.
+        setting = (interval, json.dumps(auto, sort_keys=True, default=str))
+        self._wanted[key] = setting
+        if not self.active:
+            return  # another replica acts; resume() starts it
         task = self._tasks.get(key)
-        if task is not None and not task.done() and self._intervals.get(key) == interval:
+        if task is not None and not task.done() and self._settings.get(key) == setting:
             wake = self._waiting.get(key)
             if wake is not None:
                 wake.set()
             return
         if task is not None:
             task.cancel()
-        self._intervals[key] = interval
+        self._settings[key] = setting
         self._tasks[key] = asyncio.create_task(self._loop(key, interval))
+
+    async def pause(self) -> None:
+        """Another replica is the active peer: stop every loop and close its client. The
+        loops wanted are kept; their memory is not (the other replica decides meanwhile,
+        so it is rebuilt from status.autoscaling on resume)."""
+        self.active = False
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._settings.clear()
+        self._histories.clear()
+        self._waiting.clear()
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            await close()
+
+    def resume(self) -> None:
+        self.active = True
+        for (namespace, name), (_, auto) in sorted(self._wanted.items()):
+            body = {
+                "metadata": {"namespace": namespace, "name": name},
+                "spec": {"autoscaling": json.loads(auto)},
+            }
+            self.sync("MODIFIED", body)
 
     def running(self) -> set[tuple[str, str]]:
         return {key for key, task in self._tasks.items() if not task.done()}
@@ -361,13 +443,26 @@ class Autoscalers:
         task = self._tasks.pop(key, None)
         if task is not None and task is not asyncio.current_task():
             task.cancel()
-        self._intervals.pop(key, None)
+        self._settings.pop(key, None)
+        self._wanted.pop(key, None)
         self._histories.pop(key, None)
         self._waiting.pop(key, None)
         self._forget_metrics(*key)
 
     async def _loop(self, key: tuple[str, str], interval: float) -> None:
         me = asyncio.current_task()
+        try:
+            await self._run(key, interval, me)
+        finally:
+            if self._tasks.get(key) in (None, me):  # not replaced by a restarted loop
+                self._tasks.pop(key, None)
+                release = getattr(self._source, "release", None)
+                if release is not None:
+                    await asyncio.shield(release(*key))
+
+    async def _run(
+        self, key: tuple[str, str], interval: float, me: asyncio.Task[Any] | None
+    ) -> None:
         while self._tasks.get(key) is me:
             delay = interval
             try:
@@ -437,22 +532,25 @@ class Autoscalers:
             window_seconds=self.options.window_seconds,
         )
         url = spec.autoscaling.prometheus.url or self.options.prometheus_url
-        if url is None:
+        refusal = None if url is None else self._refusal(spec.autoscaling.prometheus.url)
+        if url is None or refusal is not None:
             # A configuration gap, not an outage: say what to set, decide nothing.
+            message = refusal or NO_URL_MESSAGE
             await write_status(
-                self.kube,
-                namespace,
-                name,
-                lambda obj: compose_awaiting(obj, NO_URL_MESSAGE, now=now),
+                self.kube, namespace, name, lambda obj: compose_awaiting(obj, message, now=now)
             )
             return None
-        observation = await self._observe(query, url, now, key)
+        deadline = self._tick_deadline(float(spec.autoscaling.interval_seconds))
+        observation, failure = await self._observe(query, url, now, key, deadline)
         decide = self._decide or default_decide()
         decision = decide(spec, current, observation.signals if observation else None, history, now)
+        if failure is not None and decision.held in DATA_HOLDS:
+            # The hold says why: what Prometheus did, not only that data is missing.
+            decision = dataclasses.replace(decision, reason=f"{decision.reason}: {failure}")
         scaled = False
         if decision.desired != current.desired:
             if decision.desired < current.desired:
-                await self._set_deletion_costs(body, query, url, now)
+                await self._set_deletion_costs(body, query, url, now, deadline)
             if not await self._scale(body, decision.desired):
                 # Someone (kubectl scale, an edit) changed the spec since we read it:
                 # decide again next tick from what they wrote; remember nothing of this one.
@@ -504,17 +602,46 @@ class Autoscalers:
 
         return parse_llmservice(body)
 
+    def _refusal(self, spec_url: str | None) -> str | None:
+        """Why the LLMService's own Prometheus URL may not be used; None when it may."""
+        if spec_url is None:
+            return None  # the operator's own --prometheus-url
+        allowed = self.options.allowed()
+        return None if allowed_url(spec_url, allowed) else refused_url_message(spec_url, allowed)
+
+    def _tick_deadline(self, interval: float) -> float:
+        """All queries of one tick end within one interval (wall seconds), however slowly
+        Prometheus trickles: the next tick starts on time, from scratch."""
+        return max(MIN_TICK_DEADLINE_SECONDS, interval / self.options.time_scale)
+
     async def _observe(
-        self, query: SignalsQuery, url: str, now: float, key: tuple[str, str]
-    ) -> Observation | None:
+        self, query: SignalsQuery, url: str, now: float, key: tuple[str, str], deadline: float
+    ) -> tuple[Observation | None, str | None]:
+        """(signals, None), or (None, why not): logged once per kind of failure, not per tick."""
         try:
-            return await self._source.signals(query, url, now)
+            async with asyncio.timeout(deadline):
+                observation = await self._source.signals(query, url, now)
+        except TimeoutError:
+            failure = (
+                f"Prometheus at {url} gave no complete answer within the tick deadline "
+                f"({deadline:g} s)"
+            )
+            kind = "deadline"
         except PrometheusError as error:
-            self._logger.warning("%s/%s: Prometheus: %s; holding", *key, error)
-            return None
+            failure, kind = str(error), type(error).__name__
+        else:
+            if self._failures.pop(key, None) is not None:
+                self._logger.info("%s/%s: Prometheus answers again", *key)
+            return observation, None
+        if self._failures.get(key) != kind:
+            self._logger.warning("%s/%s: Prometheus: %s; holding", *key, failure)
+        else:
+            self._logger.debug("%s/%s: Prometheus: %s; holding", *key, failure)
+        self._failures[key] = kind
+        return None, failure[:600]
 
     async def _set_deletion_costs(
-        self, body: Mapping[str, Any], query: SignalsQuery, url: str, now: float
+        self, body: Mapping[str, Any], query: SignalsQuery, url: str, now: float, deadline: float
     ) -> None:
         """Least busy pods are removed first (Deployments only: a ReplicaSet honours the
         annotation, a LeaderWorkerSet removes the highest group index whatever it says)."""
@@ -524,7 +651,8 @@ class Autoscalers:
             return
         namespace, name = query.namespace, query.llmservice
         try:
-            load = await self._source.pod_load(query, url, now)
+            async with asyncio.timeout(deadline):
+                load = await self._source.pod_load(query, url, now)
             pods = await self.kube.list("v1", "Pod", namespace, str(selector))
             for pod in pods:
                 pod_name = pod["metadata"]["name"]
@@ -534,7 +662,7 @@ class Autoscalers:
                 if annotations.get(DELETION_COST) != cost:
                     patch = {"metadata": {"annotations": {DELETION_COST: cost}}}
                     await self.kube.patch("v1", "Pod", namespace, pod_name, patch)
-        except (PrometheusError, ApiError) as error:
+        except (PrometheusError, ApiError, TimeoutError) as error:
             # Best effort: without costs the ReplicaSet still picks (unready pods first).
             self._logger.warning("%s/%s: pod-deletion-cost not set: %s", namespace, name, error)
 
@@ -582,6 +710,12 @@ class Autoscalers:
             *((m.autoscaler_held, (reason,)) for reason in HOLD_REASONS),
             *((m.autoscaler_capacity, (source,)) for source in ("predicted", "observed")),
         ]
+        for family in m.autoscaler_decisions.collect():
+            for sample in family.samples:
+                labels = sample.labels
+                if labels.get("namespace") == namespace and labels.get("llmservice") == name:
+                    extra = (labels["direction"], labels["driver"])
+                    series.append((m.autoscaler_decisions, extra))
         for metric, extra in series:
             with contextlib.suppress(KeyError):  # never recorded for this LLMService
                 metric.remove(namespace, name, *extra)

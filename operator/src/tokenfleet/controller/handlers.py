@@ -23,6 +23,7 @@ import kopf
 
 from tokenfleet.controller.autoscaler import AutoscalerOptions, Autoscalers
 from tokenfleet.controller.kube import PLURALS, ApiError, KubeClient
+from tokenfleet.controller.leadership import Leadership
 from tokenfleet.controller.reconcile import (
     GROUP,
     INSTANCE_LABEL,
@@ -45,8 +46,11 @@ KIND_OF = {plural: kind for kind, plural in PLURALS.items()}
 PREFIX = "tokenfleet.dev"
 
 
-# Degraded reasons that another object can resolve without a spec change.
-WAITING_REASONS = frozenset({"LeaderWorkerSetMissing", "ConfigMapNotFound", "ConfigMapKeyMissing"})
+# Degraded reasons that another object can resolve without a spec change (NameConflict:
+# the other LLMService or the namesake may be deleted).
+WAITING_REASONS = frozenset(
+    {"LeaderWorkerSetMissing", "ConfigMapNotFound", "ConfigMapKeyMissing", "NameConflict"}
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class Options:
     recheck_seconds: float = 60.0  # for WAITING_REASONS
     watch_server_timeout: float = 300.0
     prometheus_url: str | None = None  # --prometheus-url: the autoscaler's default source
+    # --allow-prometheus: URLs a spec may name (None: only prometheus_url)
+    allowed_prometheus: tuple[str, ...] | None = None
     metrics_window_seconds: float = 60.0  # autoscale/signals.py DEFAULT_WINDOW_SECONDS
     time_scale: float = 1.0  # --time-scale: simulated fleets only (controller/timescale.py)
     namespaces: tuple[str, ...] = ()  # --namespace: watched ones (empty: every namespace)
@@ -83,6 +89,9 @@ class Drift:
         self._context: contextvars.Context | None = None
         self._resync: asyncio.Task[None] | None = None
         self._logger = logging.getLogger("tokenfleet.drift")
+        # Off while another replica is kopf's active peer (controller/leadership.py): no
+        # pass starts, and what is known is passed over once this replica resumes.
+        self.active = True
 
     def track(self, namespace: str, name: str) -> None:
         self._known.add((namespace, name))
@@ -90,6 +99,8 @@ class Drift:
 
     def fire(self, namespace: str, name: str) -> None:
         key = (namespace, name)
+        if not self.active:
+            return
         task = self._tasks.get(key)
         if task is not None and not task.done():
             self._again.add(key)
@@ -123,6 +134,24 @@ class Drift:
 
     def start(self) -> None:
         self._resync = asyncio.create_task(self._resync_loop())
+
+    async def pause(self) -> None:
+        """Stop every pass and recheck now: another replica acts."""
+        self.active = False
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        self._again.clear()
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def resume(self) -> None:
+        """Active again: one pass over every known LLMService (what changed meanwhile)."""
+        self.active = True
+        for namespace, name in sorted(self._known):
+            self.fire(namespace, name)
 
     async def stop(self) -> None:
         for timer in self._timers.values():
@@ -249,6 +278,7 @@ def configure_settings(settings: kopf.OperatorSettings, options: Options) -> Non
 def _autoscalers(kube: KubeClient, reconciler: Reconciler, options: Options) -> Autoscalers:
     scaler_options = AutoscalerOptions(
         prometheus_url=options.prometheus_url,
+        allowed_prometheus=options.allowed_prometheus,
         window_seconds=options.metrics_window_seconds,
         time_scale=options.time_scale,
     )
@@ -268,13 +298,22 @@ def build_registry(
     options: Options | None = None,
     drift: Drift | None = None,
     autoscalers: Autoscalers | None = None,
+    leadership: Leadership | None = None,
 ) -> kopf.OperatorRegistry:
-    """The handlers; `drift` may be passed in so a caller (a test) can look at it."""
+    """The handlers; `drift` may be passed in so a caller (a test) can look at it.
+    `leadership` (none: standalone) pauses the autoscalers and drift passes while another
+    replica is kopf's active peer."""
     options = options or Options()
     registry = kopf.OperatorRegistry()
     kube: KubeClient = reconciler.kube
     drift = drift or Drift(reconciler, options.resync_seconds, options.recheck_seconds)
     scalers = autoscalers or _autoscalers(kube, reconciler, options)
+    leader = leadership or Leadership.standalone()
+    leader.on_pause(scalers.pause)
+    leader.on_pause(drift.pause)
+    leader.on_resume(drift.resume)
+    leader.on_resume(scalers.resume)
+    scalers.active = drift.active = leader.active
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -287,9 +326,11 @@ def build_registry(
     @kopf.on.startup(registry=registry)
     async def start_resync(**_: Any) -> None:
         drift.start()
+        leader.start()
 
     @kopf.on.cleanup(registry=registry)
     async def close(**_: Any) -> None:
+        await leader.stop()
         await scalers.stop()
         await drift.stop()
         await kube.close()
@@ -344,6 +385,14 @@ def _watch_owned(
         if event.get("type") == "DELETED":
             # A namesake may be created next: check ownership again before writing the name.
             reconciler.forget_object(kind, namespace or "", name)
-        elif reconciler.is_own_echo(kind, namespace or "", name, rv):
-            return
+        else:
+            lock = reconciler.lock(namespace or "", owner)
+            if lock.locked():
+                # The watch event of our own apply often arrives before the apply's answer
+                # is recorded: wait for the pass to end, then it is recognised as an echo
+                # (not a drift, which cost a second full reconcile per change).
+                async with lock:
+                    pass
+            if reconciler.is_own_echo(kind, namespace or "", name, rv):
+                return
         drift.fire(namespace or "", owner)

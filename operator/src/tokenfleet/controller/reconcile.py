@@ -22,6 +22,7 @@ from tokenfleet.controller import ownership
 from tokenfleet.controller import status as st
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
+from tokenfleet.controller.names import NameClaims
 from tokenfleet.controller.routing import routing_state
 from tokenfleet.controller.statuswrite import write_status
 
@@ -134,6 +135,8 @@ class Reconciler:
     _pruned: dict[tuple[str, str], int] = field(default_factory=dict)
     # consecutive transient API failures per LLMService (the backoff and ApplyRetrying)
     _failures: dict[tuple[str, str], int] = field(default_factory=dict)
+    # derived object names per LLMService, across LLMServices (controller/names.py)
+    names: NameClaims = field(default_factory=NameClaims)
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self._locks.setdefault((namespace, name), asyncio.Lock())
@@ -143,6 +146,7 @@ class Reconciler:
         self._verified.pop((namespace, name), None)
         self._pruned.pop((namespace, name), None)
         self._failures.pop((namespace, name), None)
+        self.names.forget((namespace, name))
         for key in self._owned_keys.pop((namespace, name), set()):
             self.written.pop(key, None)
 
@@ -150,6 +154,7 @@ class Reconciler:
         """An owned object was deleted: its name must be checked again before a write."""
         key = (kind, namespace, name)
         self.written.pop(key, None)
+        self.names.release(key)
         for keys in self._owned_keys.values():
             keys.discard(key)
 
@@ -343,6 +348,9 @@ class Reconciler:
             raise Refused("LeaderWorkerSetMissing", LWS_INSTALL, planned)
 
         owned = [own(m, body) for m in manifests]
+        clashes = self.names.claim((namespace, name), owned)
+        if clashes:
+            raise Refused("NameConflict", "; ".join(clashes), planned)
         known = self._owned_keys.get((namespace, name), set())
         taken = await ownership.conflicts(self.kube, owned, body, known)
         if taken:

@@ -78,6 +78,11 @@ class ScaledSource:
         )
         return result
 
+    async def release(self, namespace: str, name: str) -> None:
+        release = getattr(self.inner, "release", None)
+        if release is not None:
+            await release(namespace, name)
+
     async def close(self) -> None:
         close = getattr(self.inner, "close", None)
         if close is not None:
