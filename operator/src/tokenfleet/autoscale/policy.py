@@ -33,6 +33,8 @@ import math
 from dataclasses import dataclass, replace
 
 from tokenfleet.api.spec import LLMServiceSpec
+from tokenfleet.autoscale.attainability import Ceiling
+from tokenfleet.autoscale.fixable import fixable_view
 from tokenfleet.autoscale.types import (
     CapacityEstimate,
     Decision,
@@ -138,6 +140,7 @@ class _Assessment:
     ttft_ratio: float | None  # TTFT quantile / slo.ttftMs
     attainment: float | None  # min of TTFT and TPOT attainment (joint upper bound)
     floor: float  # attainment under this is a breach
+    noise: float  # how far a window's attainment strays by chance (its request count)
     broke: bool
     comfortable: bool
     panic: bool
@@ -150,8 +153,14 @@ def decide(
     history: History,
     now: float,
     params: PolicyParams = DEFAULTS,
+    ceiling: Ceiling | None = None,
 ) -> Decision:
-    """The replicas to run from `now` on, why, and the History to pass next time."""
+    """The replicas to run from `now` on, why, and the History to pass next time.
+
+    `ceiling` (attainability.py): what the traffic lets the SLO reach. With it, the SLO
+    signals are read for what replicas can fix (autoscale/fixable.py): attainment among
+    attainable requests against the ceiling's target, queue wait against the budget left
+    after the mix's own prefill; misses no replica fixes never scale the fleet."""
     history = _track_ready(history, current, now, params)
     hold = _hold_reason(current, signals, now, params)
     if hold is not None or signals is None:
@@ -161,7 +170,9 @@ def decide(
         history = replace(history, trusted_since=now)
 
     scaling = spec.autoscaling
-    a = _assess(spec, signals, current, params)
+    spec, signals = fixable_view(spec, signals, ceiling)
+    unattainable = 1 - ceiling.attainable if ceiling is not None else 0.0
+    a = _assess(spec, signals, current, params, unattainable)
     rate = signals.request_rate or 0.0
     demand, history = _demand(signals, history, now, params)
     capacity = _learn(spec, current, signals, history, a, demand, now, params)
@@ -366,7 +377,11 @@ def _note_ready(history: History, current: FleetState, now: float) -> History:
 
 # -- what the signals say --------------------------------------------------------------------------
 def _assess(
-    spec: LLMServiceSpec, s: Signals, current: FleetState, params: PolicyParams
+    spec: LLMServiceSpec,
+    s: Signals,
+    current: FleetState,
+    params: PolicyParams,
+    unattainable: float = 0.0,
 ) -> _Assessment:
     slo = spec.slo
     ratio = None
@@ -377,7 +392,14 @@ def _assess(
     ]
     attainment = min(marginals) if marginals else None
     tol = params.tolerance
-    floor = 1 - (1 - slo.attainment) * params.attainment_breach_budgets
+    # A window of n requests misses by chance: with miss probability p (the SLO's budget
+    # plus the traffic's unattainable share, whose count per window varies too) the share
+    # missed has standard deviation sqrt(p / n). Only a shortfall beyond trend_noise_z of
+    # those is evidence: at 0.2 req/s one miss in twelve requests is not a breach.
+    n = (s.request_rate or 0.0) * params.learn_settle_seconds
+    p = (1 - slo.attainment) + unattainable
+    noise = params.trend_noise_z * math.sqrt(p / n) if n > 0 else 1.0
+    floor = 1 - (1 - slo.attainment) * params.attainment_breach_budgets - noise
     broke = (ratio is not None and ratio > 1 + tol) or (
         attainment is not None and attainment < floor
     )
@@ -388,9 +410,9 @@ def _assess(
         and attainment >= 1 - (1 - slo.attainment) * params.learn_comfort_budget
     )
     panic = (ratio is not None and ratio >= params.panic_ttft_ratio) or (
-        attainment is not None and attainment < slo.attainment - params.panic_attainment_gap
+        attainment is not None and attainment < slo.attainment - params.panic_attainment_gap - noise
     )
-    return _Assessment(ratio, attainment, floor, broke, comfortable, panic)
+    return _Assessment(ratio, attainment, floor, noise, broke, comfortable, panic)
 
 
 def _breach_recommendations(
@@ -457,7 +479,7 @@ def _learn(
         r = max(demand, rate) / fewest
         if not recovering and r * params.learn_break_margin < eff:
             target = r * params.learn_break_margin
-    elif a.attainment is not None and a.attainment < spec.slo.attainment:
+    elif a.attainment is not None and a.attainment < spec.slo.attainment - a.noise:
         # Burning the error budget without a clear breach, below the believed capacity:
         # nudge down; the misses may be load-independent (a long prompt), so no jump to r.
         if rate / most < eff:

@@ -54,6 +54,9 @@ class Signals:
     """Mean KV-cache usage 0-1 over reporting replicas."""
     newest_sample_age_seconds: float | None = None
     """Age of the newest engine sample at `at` (staleness); None: unknown."""
+    queue_wait_quantile_seconds: float | None = None
+    """Wait in the engines' queue at slo.quantile (vllm:request_queue_time_seconds,
+    sglang:queue_time_seconds): the part of TTFT more replicas shorten."""
 
 
 @dataclass(frozen=True)

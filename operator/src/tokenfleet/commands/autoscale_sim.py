@@ -46,6 +46,19 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the synthetic traces and the router"
     )
+    p.add_argument(
+        "--frontier",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="replay fixed fleets of 1, 2, ... replicas and print what each reaches and costs "
+        "(one replay per N; --no-frontier to skip)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a trace with unreadable rows or requests longer than --max-model-len "
+        "(default: drop them and count them in the summary)",
+    )
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.add_argument("--plot", metavar="FILE.png", help="draw load, replicas and p95 TTFT over time")
 
@@ -66,6 +79,7 @@ def _policies(value: str) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace) -> int:
     from tokenfleet.autoscale import fleetsim_report as report
+    from tokenfleet.autoscale.fleetsim_frontier import frontier
     from tokenfleet.autoscale.fleetsim_run import SimOptions
     from tokenfleet.autoscale.fleetsim_run import run as simulate
     from tokenfleet.autoscale.fleetsim_traces import load
@@ -95,14 +109,19 @@ def run(args: argparse.Namespace) -> int:
         max_replicas=args.max_replicas,
         target_utilization=args.target_utilization,
         seed=args.seed,
+        strict=args.strict,
     )
-    setup, results = simulate(load(args.trace, args.seed), options, _policies(args.policy))
+    trace = load(args.trace, args.seed, args.strict)
+    setup, results = simulate(trace, options, _policies(args.policy))
+    points = frontier(setup) if args.frontier else ()
     if args.output == "json":
-        json.dump(report.to_json(setup, results), sys.stdout, indent=2)
+        json.dump(report.to_json(setup, results, points), sys.stdout, indent=2)
         print()
     else:
-        print(report.table(setup, results))
+        print(
+            report.table(setup, results) + (report.frontier_table(setup, points) if points else "")
+        )
     if args.plot:
-        report.plot(setup, results, args.plot)
+        report.plot(setup, results, args.plot, points)
         print(f"plot written to {args.plot}", file=sys.stderr)
     return 0
