@@ -110,6 +110,26 @@ class Signals(StatusModel):
     """KV cache usage 0-1, mean over replicas."""
     reporting_replicas: int | None = Field(default=None, ge=0)
     """Replicas whose engine metrics are fresh in Prometheus."""
+    queue_wait_seconds: float | None = Field(default=None, ge=0)
+    """Wait in the engines' queue at slo.quantile (0: below the histogram's first bucket):
+    the part of TTFT more replicas shorten."""
+
+
+class AttainabilityStatus(StatusModel):
+    """What the observed traffic lets the SLO reach (autoscale/attainability.py): requests
+    whose own prefill breaks ttftMs on an idle replica miss at any replica count, and the
+    autoscaler never scales for them."""
+
+    attainable: float | None = Field(default=None, ge=0, le=1)
+    """Share of requests an idle replica serves within ttftMs (the SLO's ceiling)."""
+    target: float | None = Field(default=None, ge=0, le=1)
+    """The attainment the fleet is held to: min(slo.attainment, attainable), less half the
+    error budget when the unattainable share eats into it."""
+    longest_prompt_tokens: int | None = Field(default=None, ge=0)
+    """The longest prompt whose prefill alone fits ttftMs (from the plan's step model)."""
+    queue_wait_budget_seconds: float | None = Field(default=None, ge=0)
+    """Queueing the slo.quantile request can afford after its own prefill."""
+    message: str | None = None
 
 
 class CapacityStatus(StatusModel):
@@ -137,6 +157,7 @@ class AutoscalingStatus(StatusModel):
     ReplicasStarting, Cooldown, Stabilizing); absent when it did not."""
     signals: Signals | None = None
     capacity: CapacityStatus | None = None
+    attainability: AttainabilityStatus | None = None
 
 
 class LLMServiceStatus(StatusModel):

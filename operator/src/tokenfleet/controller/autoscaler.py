@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import functools
 import importlib
 import logging
 import time
@@ -45,6 +46,7 @@ from typing import Any, Protocol, cast, get_args
 
 import kopf
 
+from tokenfleet.autoscale.attainability import Ceiling
 from tokenfleet.autoscale.prometheus import PrometheusClient, PrometheusError
 from tokenfleet.autoscale.signals import (
     DEFAULT_WINDOW_SECONDS,
@@ -62,6 +64,12 @@ from tokenfleet.autoscale.types import (
     Recommendation,
 )
 from tokenfleet.controller import status as st
+from tokenfleet.controller.attainability import CONDITION as CEILING_CONDITION
+from tokenfleet.controller.attainability import (
+    Ceilings,
+    attainability_condition,
+    attainability_status,
+)
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.statuswrite import write_status
@@ -223,6 +231,7 @@ def autoscaling_status(
             waiting_per_replica=_round(signals.waiting_per_replica),
             kv_usage=_round(signals.kv_usage),
             reporting_replicas=signals.reporting_replicas,
+            queue_wait_seconds=_round(signals.queue_wait_quantile_seconds),
         ),
         capacity=None
         if capacity is None
@@ -244,6 +253,7 @@ def compose_autoscaler_status(
     *,
     now: float,
     scaled: bool,
+    ceiling: Ceiling | None = None,
 ) -> dict[str, Any] | None:
     """The whole new status composed onto the CURRENT object: the autoscaler's condition and
     keys replaced, the reconciler's kept. None (write nothing) once the object is being
@@ -255,11 +265,16 @@ def compose_autoscaler_status(
     previous = dict(obj.get("status") or {})
     before = previous.get("autoscaling") or {}
     last_scale = now if scaled else parse_iso(before.get("lastScaleTime"))
+    record = autoscaling_status(decision, observation, now=now, last_scale_at=last_scale)
+    attainability = attainability_status(ceiling)
+    if attainability is not None:
+        record["attainability"] = attainability
     produced: dict[str, Any] = {
-        "autoscaling": autoscaling_status(decision, observation, now=now, last_scale_at=last_scale),
+        "autoscaling": record,
         "conditions": st.merge_conditions(
             previous.get("conditions") or [],
-            [autoscaling_condition(decision)],
+            [autoscaling_condition(decision)]
+            + ([attainability_condition(ceiling)] if ceiling is not None else []),
             generation=int(meta.get("generation") or 0),
             now=iso(now),
         ),
@@ -313,6 +328,7 @@ class Autoscalers:
         # Loops whose last tick found no plan yet: the next watch event wakes them at once
         # instead of after a whole interval (the reconciler's first status is that event).
         self._waiting: dict[tuple[str, str], asyncio.Event] = {}
+        self._ceilings = Ceilings()  # controller/attainability.py: the SLO's ceiling
         self._logger = logging.getLogger("tokenfleet.autoscaler")
 
     # --- loops -------------------------------------------------------------------------
@@ -442,7 +458,8 @@ class Autoscalers:
             )
             return None
         observation = await self._observe(query, url, now, key)
-        decide = self._decide or default_decide()
+        ceiling = self._ceilings.estimate(key, body, service, observation)
+        decide = self._decide or functools.partial(default_decide(), ceiling=ceiling)
         decision = decide(spec, current, observation.signals if observation else None, history, now)
         scaled = False
         if decision.desired != current.desired:
@@ -460,10 +477,11 @@ class Autoscalers:
             namespace,
             name,
             lambda obj: compose_autoscaler_status(
-                obj, decision, observation, now=now, scaled=scaled
+                obj, decision, observation, now=now, scaled=scaled, ceiling=ceiling
             ),
         )
         self._events(body, decision, written.old if written else status)
+        self._ceiling_event(body, ceiling, written.old if written else status)
         self._record_metrics(namespace, name, decision, current)
         return decision
 
@@ -549,6 +567,23 @@ class Autoscalers:
             _post(kopf.warn, body, "AutoscalingHeld", autoscaling_condition(decision).message)
         elif was_held and not now_held:
             _post(kopf.info, body, "AutoscalingResumed", decision.reason)
+
+    def _ceiling_event(
+        self, body: Mapping[str, Any], ceiling: Ceiling | None, previous: Mapping[str, Any]
+    ) -> None:
+        """A Warning when the traffic starts to keep the SLO out of reach, a Normal one when
+        it stops: the transition of the SLOAttainable condition."""
+        if ceiling is None:
+            return
+        before = next(
+            (c for c in previous.get("conditions") or [] if c.get("type") == CEILING_CONDITION),
+            {},
+        )
+        was_limited = before.get("status") == "False"
+        if ceiling.limited and not was_limited:
+            _post(kopf.warn, body, "SLOUnattainable", ceiling.message())
+        elif was_limited and not ceiling.limited:
+            _post(kopf.info, body, "SLOAttainable", ceiling.message())
 
     def _record_metrics(
         self, namespace: str, name: str, decision: Decision, current: FleetState

@@ -29,6 +29,7 @@ class MetricNames:
     ttft_buckets: tuple[float, ...]
     itl_buckets: tuple[float, ...]
     model_label: str = "model_name"
+    prompt_length: str = ""  # per-request prompt-length histogram (the request mix)
 
 
 @dataclass(frozen=True)
