@@ -164,3 +164,25 @@ def test_rows_the_model_cannot_serve_are_dropped_and_counted(
     }
     assert main([*argv, "--strict"]) == 2
     assert "line 11 ContextTokens=-5" in capsys.readouterr().err
+
+
+def test_layout_flags_are_the_plan_commands(
+    capsys: pytest.CaptureFixture[str], short_csv: Path
+) -> None:
+    """--tp reaches the replayed plan (2 GPUs per replica) and is checked as plan checks it."""
+    doc = _json(capsys, "--trace", str(short_csv), "--tp", "2", "--policy", "static",
+                "--no-frontier")  # fmt: skip
+    assert doc["setup"]["gpusPerReplica"] == 2
+    assert main(["autoscale-sim", "--trace", str(short_csv), "--tp", "3"]) == 2
+    assert "tensor-parallel size does not divide" in capsys.readouterr().err
+
+
+def test_replay_an_llmservice(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None:
+    """-f: model, GPU, layout, SLO and autoscaling bounds come from the resource."""
+    example = Path(__file__).parents[3] / "examples" / "qwen3-32b-sglang.yaml"
+    doc = _json(capsys, "-f", str(example), "--trace", str(short_csv), "--policy", "static",
+                "--no-frontier")  # fmt: skip
+    setup = doc["setup"]
+    assert (setup["model"], setup["gpusPerReplica"]) == ("Qwen/Qwen3-32B", 4)
+    assert main(["autoscale-sim", "-f", "/no/such.yaml", "--trace", str(short_csv)]) == 2
+    assert "--filename=/no/such.yaml" in capsys.readouterr().err

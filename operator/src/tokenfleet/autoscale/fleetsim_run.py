@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tokenfleet.api.spec import LLMServiceSpec
 from tokenfleet.autoscale import fleetsim_metrics as metrics
@@ -69,6 +70,11 @@ class SimOptions:
     target_utilization: float | None = None  # default: the operator's (spec.autoscaling)
     seed: int = 0
     strict: bool = False  # refuse a trace with rows the model cannot serve, instead of dropping
+    request: PlanRequest | None = None
+    """The layout to replay (the plan flags, or an LLMService's): None plans model + gpu +
+    engine as the planner would. Its lengths and SLO are replaced by the trace's and ours."""
+    autoscaling: dict[str, Any] = field(default_factory=dict)
+    """spec.autoscaling of a replayed LLMService (windows, steps, targetUtilization)."""
 
 
 @dataclass(frozen=True)
@@ -132,12 +138,16 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
     trace = _servable(trace, options, notes)
     prompt = sum(r.prompt for r in trace.requests) / len(trace.requests)
     output = sum(r.output for r in trace.requests) / len(trace.requests)
+    base = options.request or PlanRequest(
+        arch=load_model(options.model, "--model"),
+        gpu=get_gpu(options.gpu),
+        engine="sglang" if options.engine == "sglang" else "vllm",
+        max_model_len=options.max_model_len,
+    )
+    # The layout is the user's (flags or the LLMService); the mix is the trace's.
     p = plan(
-        PlanRequest(
-            arch=load_model(options.model, "--model"),
-            gpu=get_gpu(options.gpu),
-            engine="sglang" if options.engine == "sglang" else "vllm",
-            max_model_len=options.max_model_len,
+        replace(
+            base,
             input_tokens=max(1, round(prompt)),
             output_tokens=max(1, round(output)),
             ttft_slo_ms=options.ttft_ms,
@@ -191,12 +201,14 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
                 "attainment": options.attainment,
                 "quantile": options.quantile,
             },
-            # The operator's defaults, deciding at the 15 s scrape cadence.
+            # The operator's defaults (or the LLMService's), deciding at the 15 s scrape
+            # cadence unless the LLMService says otherwise.
             "autoscaling": {
+                "intervalSeconds": 15,
+                **options.autoscaling,
                 "enabled": True,
                 "minReplicas": options.min_replicas,
                 "maxReplicas": hi,
-                "intervalSeconds": 15,
                 **(
                     {"targetUtilization": options.target_utilization}
                     if options.target_utilization
@@ -330,7 +342,12 @@ def make_autoscaler(name: str, setup: Setup) -> Autoscaler:
     oracle = Oracle(setup.need, ORACLE_BUCKET_S, o.cold_start)
     start = oracle.initial()  # every reactive policy starts from what the first minutes need
     if name == "tokenfleet":
-        return Tokenfleet(setup.spec, setup.predicted_capacity * o.capacity_error, start)
+        return Tokenfleet(
+            setup.spec,
+            setup.predicted_capacity * o.capacity_error,
+            start,
+            period=float(setup.spec.autoscaling.interval_seconds),
+        )
     if name == "keda":
         return keda(start, o.min_replicas, setup.max_replicas)
     if name == "hpa":
