@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tokenfleet.scheduling.core import StepTimer
 
@@ -64,6 +64,22 @@ class LengthHistogram:
         width = upper - lower
         inside = self.counts[i] * (tokens - lower) / width if width > 0 else self.counts[i]
         return min(1.0, (below + inside) / total)
+
+    def share_surely_at_most(self, tokens: float) -> float:
+        """Share of observations in buckets wholly <= tokens: the bucket that straddles
+        `tokens` counts as above. The engines' length buckets are coarse (vLLM: 2,000 to
+        5,000 to max-model-len), and a request counted attainable that is not is a miss the
+        policy would chase; one counted unattainable that is not only lowers the target
+        within the error budget rule (targets())."""
+        total = self.total
+        if total <= 0:
+            return 1.0
+        i = bisect.bisect_left(self.bounds, tokens)
+        if i < len(self.bounds) and self.bounds[i] == tokens:
+            i += 1  # the bucket ends exactly at tokens: wholly at most
+        elif i >= len(self.bounds) and math.isfinite(self.top) and tokens >= self.top:
+            i += 1  # nothing exceeds max-model-len
+        return min(1.0, sum(self.counts[:i]) / total)
 
     def quantile(self, q: float) -> float | None:
         total = self.total
@@ -131,6 +147,25 @@ class Ceiling:
     wait_budget_seconds: float | None
     slo_attainment: float
     ttft_ms: float
+    blocking_seconds: float = 0.0
+    """Idle prefill of the typical unattainable prompt: while it runs, the requests behind
+    it on that replica wait (chunked prefill serves the running prompt first)."""
+
+    def collateral(self, rate_per_replica: float) -> float:
+        """Share of requests that miss because an unattainable prompt was being prefilled
+        on their replica when they arrived: (1 - attainable) x rate per replica x its
+        prefill. A fact of the traffic at this fleet size, not a shortage to scale for."""
+        share = (1 - self.attainable) * max(rate_per_replica, 0.0) * self.blocking_seconds
+        return min(share, self.attainable / 2)
+
+    def at_load(self, rate_per_replica: float) -> Ceiling:
+        """The ceiling with the collateral misses of this load per replica taken out."""
+        c = self.collateral(rate_per_replica)
+        if c <= 0:
+            return self
+        attainable = self.attainable - c
+        overall, fixable = targets(self.slo_attainment, attainable)
+        return replace(self, attainable=attainable, target=overall, fixable_target=fixable)
 
     @property
     def limited(self) -> bool:
@@ -179,7 +214,7 @@ def ceiling(
     reach: the caller adds them when it knows the joint lengths, see `with_decode_misses`)."""
     slo_s = ttft_ms / 1000.0
     longest = longest_prompt(timer, max_batched_tokens, slo_s - overhead_seconds)
-    attainable = prompts.share_at_most(longest)
+    attainable = prompts.share_surely_at_most(longest)
     overall, fixable = targets(slo_attainment, attainable)
     budget: float | None = None
     if prompts.total > 0 and attainable > 0:
@@ -188,4 +223,9 @@ def ceiling(
         if p is not None and math.isfinite(p):
             own = idle_ttft(timer, max_batched_tokens, max(1, round(min(p, longest))))
             budget = max(0.0, slo_s - overhead_seconds - own)
-    return Ceiling(attainable, longest, overall, fixable, budget, slo_attainment, ttft_ms)
+    blocking = 0.0
+    if attainable < 1:
+        tail = prompts.quantile(1 - (1 - attainable) / 2)  # the median unattainable prompt
+        if tail is not None and math.isfinite(tail):
+            blocking = idle_ttft(timer, max_batched_tokens, max(1, round(max(tail, longest))))
+    return Ceiling(attainable, longest, overall, fixable, budget, slo_attainment, ttft_ms, blocking)

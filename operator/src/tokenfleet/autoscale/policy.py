@@ -170,6 +170,8 @@ def decide(
         history = replace(history, trusted_since=now)
 
     scaling = spec.autoscaling
+    if ceiling is not None and signals.request_rate is not None:
+        ceiling = ceiling.at_load(signals.request_rate / max(current.ready, 1))
     spec, signals = fixable_view(spec, signals, ceiling)
     unattainable = 1 - ceiling.attainable if ceiling is not None else 0.0
     a = _assess(spec, signals, current, params, unattainable)
@@ -483,7 +485,8 @@ def _learn(
         # Burning the error budget without a clear breach, below the believed capacity:
         # nudge down; the misses may be load-independent (a long prompt), so no jump to r.
         if rate / most < eff:
-            budgets = (1 - a.attainment) / max(1 - spec.slo.attainment, 1e-6)
+            missed = max(0.0, 1 - a.attainment - a.noise)
+            budgets = missed / max(1 - spec.slo.attainment, 1e-6)
             target = eff * (1 - params.learn_nudge_down * budgets)
     else:
         r = min(demand, rate) / most
@@ -496,7 +499,11 @@ def _learn(
             # fleet is nearer its edge than believed. Nudge down as for a mild miss (3% per
             # error budget used); without this an optimistic model is corrected only by a
             # breach, i.e. after the SLO is lost (bursty, seed 2: 97.0% -> 99.0%).
-            budgets = (1 - (a.attainment or 1.0)) / max(1 - spec.slo.attainment, 1e-6)
+            # Only the misses beyond the window's counting noise are evidence (a window of
+            # a few hundred requests misses a budget or two by chance, more so when the
+            # traffic has unattainable requests whose count per window varies too).
+            missed = max(0.0, 1 - (a.attainment or 1.0) - a.noise)
+            budgets = missed / max(1 - spec.slo.attainment, 1e-6)
             if budgets > 0:
                 target = eff * (1 - params.learn_nudge_down * budgets)
     if target is None:
