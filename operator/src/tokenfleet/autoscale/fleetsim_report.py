@@ -84,6 +84,7 @@ def to_json(
             "coldStartSeconds": o.cold_start,
             "slo": {"ttftMs": o.ttft_ms, "tpotMs": o.tpot_ms, "attainment": o.attainment},
             "capacityPredicted": round(setup.predicted_capacity, 3),
+            "capacityPredictedAtMix": round(setup.mix_capacity, 3),
             "capacityError": o.capacity_error,
             "capacityMeasured": round(setup.measured_capacity, 3),
             "staticReplicas": setup.static_replicas,
@@ -106,7 +107,8 @@ def table(setup: Setup, results: dict[str, RunResult]) -> str:
         f"trace {setup.trace.name}: {len(setup.trace.requests):,} requests over "
         f"{setup.trace.duration / 60:.0f} min; {o.model} on {setup.shape.gpus} x {o.gpu}, "
         f"cold start {o.cold_start:g} s, SLO TTFT {o.ttft_ms:g} ms + TPOT {o.tpot_ms:g} ms",
-        f"capacity per replica: plan {setup.predicted_capacity:.2f} req/s"
+        f"capacity per replica: plan {setup.predicted_capacity:.2f} req/s at the mean lengths "
+        f"({setup.mix_capacity:.2f} at the trace's length mix)"
         + (f" x error {o.capacity_error:g}" if o.capacity_error != 1 else "")
         + f", measured {setup.measured_capacity:.2f} req/s at {setup.target:.2%} attainment "
         f"(static, reactive and oracle use the measured one); max replicas {setup.max_replicas}",
