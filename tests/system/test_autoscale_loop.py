@@ -129,9 +129,11 @@ class Loop:
             if last:
                 return last
             await asyncio.sleep(0.2)
+        operator = self.fleet.operator
         raise AssertionError(
             f"timed out waiting for {what}; last: {last!r}; status.autoscaling: "
-            f"{self.autoscaling()}; condition: {self.condition()}"
+            f"{self.autoscaling()}; condition: {self.condition()}; operator log: "
+            f"{operator.log_tail(20000) if operator else ''}"
         )
 
 

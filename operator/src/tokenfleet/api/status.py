@@ -14,7 +14,9 @@ from pydantic import ConfigDict, Field
 from tokenfleet.api.base import StatusModel
 
 Phase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
-ConditionType = Literal["Planned", "Ready", "Progressing", "Degraded", "Autoscaling"]
+ConditionType = Literal[
+    "Planned", "Ready", "Progressing", "Degraded", "Autoscaling", "SLOAttainable"
+]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
