@@ -37,6 +37,7 @@ def test_idle_prefill_and_the_longest_prompt_within_the_slo() -> None:
     assert idle_ttft(timer, 2048, 5000) == pytest.approx(0.5)  # chunked: 2048 + 2048 + 904
     assert longest_prompt(timer, 2048, 0.5) == 5000
     assert longest_prompt(timer, 2048, 0.00005) == 0  # not even one token
+    assert longest_prompt(timer, 2048, 10.0, 4096) == 4096  # no prompt exceeds max-model-len
 
 
 @pytest.mark.parametrize(

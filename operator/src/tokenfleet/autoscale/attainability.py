@@ -123,13 +123,19 @@ def idle_tpot(timer: StepTimer, prompt: int, output: int) -> float:
     return timer.step_seconds(0, 1, prompt + max(output, 1) // 2)
 
 
-def longest_prompt(timer: StepTimer, max_batched_tokens: int, seconds: float) -> int:
-    """The longest prompt an idle replica prefills within `seconds` (0: not even one token)."""
+def longest_prompt(
+    timer: StepTimer, max_batched_tokens: int, seconds: float, limit: int = LONGEST_PROMPT_CAP
+) -> int:
+    """The longest prompt an idle replica prefills within `seconds` (0: not even one token),
+    at most `limit` (max-model-len: no prompt is longer, and the search stays short)."""
     if idle_ttft(timer, max_batched_tokens, 1) > seconds:
         return 0
+    if idle_ttft(timer, max_batched_tokens, limit) <= seconds:
+        return limit
     lo, hi = 1, 2
-    while hi < LONGEST_PROMPT_CAP and idle_ttft(timer, max_batched_tokens, hi) <= seconds:
+    while hi < limit and idle_ttft(timer, max_batched_tokens, hi) <= seconds:
         lo, hi = hi, hi * 2
+    hi = min(hi, limit)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if idle_ttft(timer, max_batched_tokens, mid) <= seconds else (lo, mid)
@@ -213,7 +219,8 @@ def ceiling(
     """The ceiling of the mix in `prompts` (decode-bound misses are not in the histograms'
     reach: the caller adds them when it knows the joint lengths, see `with_decode_misses`)."""
     slo_s = ttft_ms / 1000.0
-    longest = longest_prompt(timer, max_batched_tokens, slo_s - overhead_seconds)
+    limit = int(prompts.top) if math.isfinite(prompts.top) else LONGEST_PROMPT_CAP
+    longest = longest_prompt(timer, max_batched_tokens, slo_s - overhead_seconds, limit)
     attainable = prompts.share_surely_at_most(longest)
     overall, fixable = targets(slo_attainment, attainable)
     budget: float | None = None

@@ -202,7 +202,9 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
         block_size=1 if p.engine == "sglang" else 16,
     )
     shape = ReplicaShape(config, step_model(p), p.gpus_per_replica)
-    longest = longest_prompt(shape.timer, config.max_num_batched_tokens, options.ttft_ms / 1000)
+    longest = longest_prompt(
+        shape.timer, config.max_num_batched_tokens, options.ttft_ms / 1000, p.max_model_len
+    )
     ok = sum(1 for r in trace.requests if _attainable(r.prompt, r.output, shape, longest, options))
     attainable = ok / len(trace.requests)
     target, _ = targets(options.attainment, attainable)

@@ -9,6 +9,7 @@ reads the SLO signals as before. Also: the status block and the condition a pers
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -35,25 +36,20 @@ class Ceilings:
     def __init__(self) -> None:
         self._shapes: dict[tuple[str, str], tuple[tuple[str, int], _Shape | None]] = {}
 
-    def _shape(self, key: tuple[str, str], version: tuple[str, int], service: Any) -> _Shape | None:
+    async def _shape(
+        self, key: tuple[str, str], version: tuple[str, int], service: Any
+    ) -> _Shape | None:
         cached = self._shapes.get(key)
         if cached is not None and cached[0] == version:
             return cached[1]
         if len(self._shapes) >= MAX_CACHED:  # deleted services: forget the oldest entry
             self._shapes.pop(next(iter(self._shapes)))
-        shape: _Shape | None
-        try:
-            from tokenfleet.api import plan_service, to_plan_request
-            from tokenfleet.capacity import step_model
-
-            p = plan_service(to_plan_request(service))
-            shape = _Shape(step_model(p), p.max_num_batched_tokens, p.max_model_len)
-        except Exception:  # the reconciler reports plan errors; no ceiling here
-            shape = None
+        # plan() runs the scheduler in virtual time: off the event loop, once per generation.
+        shape = await asyncio.to_thread(_plan_shape, service)
         self._shapes[key] = (version, shape)
         return shape
 
-    def estimate(
+    async def estimate(
         self,
         key: tuple[str, str],
         body: Mapping[str, Any],
@@ -66,7 +62,7 @@ class Ceilings:
             return None
         meta = body.get("metadata") or {}
         version = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
-        shape = self._shape(key, version, service)
+        shape = await self._shape(key, version, service)
         if shape is None:
             return None
         slo = service.spec.slo
@@ -78,6 +74,17 @@ class Ceilings:
             slo_attainment=slo.attainment,
             quantile=slo.quantile,
         )
+
+
+def _plan_shape(service: Any) -> _Shape | None:
+    try:
+        from tokenfleet.api import plan_service, to_plan_request
+        from tokenfleet.capacity import step_model
+
+        p = plan_service(to_plan_request(service))
+        return _Shape(step_model(p), p.max_num_batched_tokens, p.max_model_len)
+    except Exception:  # the reconciler reports plan errors; no ceiling here
+        return None
 
 
 def attainability_status(c: Ceiling | None) -> dict[str, Any] | None:

@@ -458,7 +458,7 @@ class Autoscalers:
             )
             return None
         observation = await self._observe(query, url, now, key)
-        ceiling = self._ceilings.estimate(key, body, service, observation)
+        ceiling = await self._ceilings.estimate(key, body, service, observation)
         decide = self._decide or functools.partial(default_decide(), ceiling=ceiling)
         decision = decide(spec, current, observation.signals if observation else None, history, now)
         scaled = False
