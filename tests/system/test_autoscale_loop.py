@@ -242,6 +242,12 @@ async def test_autoscale_loop_scales_with_load_and_holds_without_prometheus(
         )
         assert (reachable["status"], reachable["reason"]) == ("True", "Reachable"), reachable
         assert "queueWaitSeconds" in (loop.autoscaling().get("signals") or {}), loop.autoscaling()
+        # Capacity at the observed mix (plan() per length class) beside the nominal one.
+        at_mix = await loop.until(
+            lambda: (loop.autoscaling().get("capacity") or {}).get("predictedAtMix"),
+            "the capacity at the observed mix in status",
+        )
+        assert at_mix > 0, loop.autoscaling()
 
         progress("stage 3 done: SLO kept", loop)
 

@@ -141,6 +141,9 @@ class CapacityStatus(StatusModel):
     """From the capacity model (status.plan.predicted.goodputRequestsPerSecond)."""
     observed: float | None = Field(default=None, ge=0)
     """Learnt online from Prometheus (absent until there is evidence)."""
+    predicted_at_mix: float | None = Field(default=None, ge=0)
+    """plan()'s goodput at the prompt / output length mix observed over the last 10 minutes
+    (the spec's nominal lengths give `predicted`)."""
 
 
 class AutoscalingStatus(StatusModel):

@@ -104,6 +104,8 @@ class Observation:
     prompts: LengthHistogram | None = None
     """Prompt lengths of the last MIX_WINDOW_SECONDS (the engine's own buckets): the mix
     the attainable ceiling is estimated from. None: the engine exports no such histogram."""
+    mean_output_tokens: float | None = None
+    """Mean generated tokens per request over MIX_WINDOW_SECONDS (_sum / _count: exact)."""
 
 
 # --- pure builders ------------------------------------------------------------------------
@@ -176,6 +178,13 @@ def queue_wait_quantile_query(
 def length_histogram_query(family: str, sel: str, window_s: float) -> str:
     """Observations per bucket over the window (cumulative by `le`, as exported)."""
     return f"sum by (le) (increase({family}_bucket{sel}[{_window(window_s)}]))"
+
+
+def mean_length_query(family: str, sel: str, window_s: float) -> str:
+    window = _window(window_s)
+    return (
+        f"sum(increase({family}_sum{sel}[{window}])) / sum(increase({family}_count{sel}[{window}]))"
+    )
 
 
 def resolved_wait(value: float | None, les: Iterable[str]) -> float | None:
@@ -315,6 +324,8 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
     }
     if names.prompt_length:
         texts["prompts"] = length_histogram_query(names.prompt_length, sel, MIX_WINDOW_SECONDS)
+    if names.output_length:
+        texts["output"] = mean_length_query(names.output_length, sel, MIX_WINDOW_SECONDS)
     results = await asyncio.gather(*(client.query(t, at) for t in texts.values()))
     got = dict(zip(texts, (r.samples for r in results), strict=True))
 
@@ -349,7 +360,8 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         ),
     )
     prompts = length_histogram(got["prompts"]) if "prompts" in got else None
-    return Observation(signals, ttft, tpot, bounds[1] if bounds else None, prompts)
+    output = finite(got["output"]) if "output" in got else None
+    return Observation(signals, ttft, tpot, bounds[1] if bounds else None, prompts, output)
 
 
 async def _attainment(

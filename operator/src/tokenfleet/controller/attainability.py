@@ -20,6 +20,7 @@ from tokenfleet.controller import status as st
 from tokenfleet.scheduling.core import StepTimer
 
 CONDITION = "SLOAttainable"
+MIX_DRIFT = 0.1  # re-plan the mix's capacity once 10% of it moved
 MAX_CACHED = 4096  # step models kept (one per LLMService): bounded whatever tenants create
 
 
@@ -28,6 +29,15 @@ class _Shape:
     timer: StepTimer
     max_batched_tokens: int
     max_model_len: int
+    plan: Any  # capacity.Plan: its request, layout pinned, is re-planned per length class
+
+
+@dataclass(frozen=True)
+class _Mix:
+    version: tuple[str, int]
+    shares: tuple[float, ...]
+    output_tokens: float
+    capacity: float | None
 
 
 class Ceilings:
@@ -35,6 +45,7 @@ class Ceilings:
 
     def __init__(self) -> None:
         self._shapes: dict[tuple[str, str], tuple[tuple[str, int], _Shape | None]] = {}
+        self._mixes: dict[tuple[str, str], _Mix] = {}
 
     async def _shape(
         self, key: tuple[str, str], version: tuple[str, int], service: Any
@@ -48,6 +59,37 @@ class Ceilings:
         shape = await asyncio.to_thread(_plan_shape, service)
         self._shapes[key] = (version, shape)
         return shape
+
+    async def mix_capacity(
+        self, key: tuple[str, str], body: Mapping[str, Any], service: Any, observation: Any
+    ) -> float | None:
+        """plan()'s goodput per replica at the observed length mix (autoscale/mix.py),
+        re-planned only when the mix drifts (MIX_DRIFT of the prompt classes move, or the
+        mean output moves by MIX_DRIFT of itself) or the spec changes."""
+        prompts = getattr(observation, "prompts", None)
+        output = getattr(observation, "mean_output_tokens", None)
+        if prompts is None or output is None or prompts.total <= 0 or output <= 0:
+            cached = self._mixes.get(key)
+            return cached.capacity if cached is not None else None
+        meta = body.get("metadata") or {}
+        version = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
+        shares = tuple(c / prompts.total for c in prompts.counts)
+        cached = self._mixes.get(key)
+        if (
+            cached is not None
+            and cached.version == version
+            and not _drifted(cached, shares, output)
+        ):
+            return cached.capacity
+        shape = await self._shape(key, version, service)
+        if shape is None:
+            return None
+        bounded = replace(prompts, top=float(shape.max_model_len))
+        capacity = await asyncio.to_thread(_plan_mix, shape, bounded, output)
+        if len(self._mixes) >= MAX_CACHED:
+            self._mixes.pop(next(iter(self._mixes)))
+        self._mixes[key] = _Mix(version, shares, output, capacity)
+        return capacity
 
     async def estimate(
         self,
@@ -82,9 +124,44 @@ def _plan_shape(service: Any) -> _Shape | None:
         from tokenfleet.capacity import step_model
 
         p = plan_service(to_plan_request(service))
-        return _Shape(step_model(p), p.max_num_batched_tokens, p.max_model_len)
+        return _Shape(step_model(p), p.max_num_batched_tokens, p.max_model_len, p)
     except Exception:  # the reconciler reports plan errors; no ceiling here
         return None
+
+
+def _drifted(old: _Mix, shares: tuple[float, ...], output: float) -> bool:
+    if len(shares) != len(old.shares):
+        return True
+    moved = sum(abs(a - b) for a, b in zip(shares, old.shares, strict=True)) / 2
+    return moved > MIX_DRIFT or abs(output - old.output_tokens) > MIX_DRIFT * old.output_tokens
+
+
+def _plan_mix(shape: _Shape, prompts: Any, output: float) -> float | None:
+    from tokenfleet.autoscale.mix import mix_capacity
+    from tokenfleet.capacity import plan
+
+    p = shape.plan
+    if p.request is None:
+        return None
+    pinned = replace(
+        p.request,
+        tensor_parallel_size=p.tensor_parallel_size,
+        pipeline_parallel_size=p.pipeline_parallel_size,
+        pipeline_auto=False,
+        max_model_len=p.max_model_len,
+    )
+
+    def goodput(prompt_tokens: int, output_tokens: int) -> float:
+        if prompt_tokens + output_tokens > p.max_model_len:
+            return 0.0
+        try:
+            request = replace(pinned, input_tokens=prompt_tokens, output_tokens=output_tokens)
+            return float(plan(request).predicted.goodput_requests_per_second)
+        except Exception:  # a class the planner refuses is a class it cannot serve
+            return 0.0
+
+    mix = mix_capacity(prompts, max(1, round(output)), goodput)
+    return None if mix is None else mix.requests_per_second
 
 
 def attainability_status(c: Ceiling | None) -> dict[str, Any] | None:

@@ -254,6 +254,7 @@ def compose_autoscaler_status(
     now: float,
     scaled: bool,
     ceiling: Ceiling | None = None,
+    mix_capacity: float | None = None,
 ) -> dict[str, Any] | None:
     """The whole new status composed onto the CURRENT object: the autoscaler's condition and
     keys replaced, the reconciler's kept. None (write nothing) once the object is being
@@ -269,6 +270,8 @@ def compose_autoscaler_status(
     attainability = attainability_status(ceiling)
     if attainability is not None:
         record["attainability"] = attainability
+    if mix_capacity is not None and "capacity" in record:
+        record["capacity"]["predictedAtMix"] = round(mix_capacity, 4)
     produced: dict[str, Any] = {
         "autoscaling": record,
         "conditions": st.merge_conditions(
@@ -459,6 +462,7 @@ class Autoscalers:
             return None
         observation = await self._observe(query, url, now, key)
         ceiling = await self._ceilings.estimate(key, body, service, observation)
+        mix = await self._ceilings.mix_capacity(key, body, service, observation)
         decide = self._decide or functools.partial(default_decide(), ceiling=ceiling)
         decision = decide(spec, current, observation.signals if observation else None, history, now)
         scaled = False
@@ -477,7 +481,13 @@ class Autoscalers:
             namespace,
             name,
             lambda obj: compose_autoscaler_status(
-                obj, decision, observation, now=now, scaled=scaled, ceiling=ceiling
+                obj,
+                decision,
+                observation,
+                now=now,
+                scaled=scaled,
+                ceiling=ceiling,
+                mix_capacity=mix,
             ),
         )
         self._events(body, decision, written.old if written else status)

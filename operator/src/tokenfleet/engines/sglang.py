@@ -35,6 +35,7 @@ METRICS = MetricNames(
     # sglang/srt/observability/metrics_collector.py (0.5.x): prompt_tokens_histogram, and
     # queue_time_seconds above (arrival to first scheduling).
     prompt_length="sglang:prompt_tokens_histogram",
+    output_length="sglang:generation_tokens_histogram",
     ttft_buckets=(
         0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
         200.0, 400.0,
