@@ -186,3 +186,7 @@ def test_replay_an_llmservice(capsys: pytest.CaptureFixture[str], short_csv: Pat
     assert (setup["model"], setup["gpusPerReplica"]) == ("Qwen/Qwen3-32B", 4)
     assert main(["autoscale-sim", "-f", "/no/such.yaml", "--trace", str(short_csv)]) == 2
     assert "--filename=/no/such.yaml" in capsys.readouterr().err
+    binary = short_csv.parent / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00\xe4garbage")
+    assert main(["autoscale-sim", "-f", str(binary), "--trace", str(short_csv)]) == 2
+    assert "is not UTF-8 text" in capsys.readouterr().err

@@ -130,7 +130,11 @@ def _layout(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, An
 def _from_service(path: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     from tokenfleet.commands.render import load_documents, render_documents
 
-    documents = load_documents(path)
+    try:
+        documents = load_documents(path)
+    except UnicodeDecodeError:
+        problem = "is not UTF-8 text"
+        raise PlanError("--filename", path, problem, "give an LLMService YAML") from None
     rendered = render_documents(documents, path)
     if not rendered:
         raise PlanError("--filename", path, "has no LLMService", "give an LLMService YAML")
