@@ -129,9 +129,11 @@ class Loop:
             if last:
                 return last
             await asyncio.sleep(0.2)
+        operator = self.fleet.operator
         raise AssertionError(
             f"timed out waiting for {what}; last: {last!r}; status.autoscaling: "
-            f"{self.autoscaling()}; condition: {self.condition()}"
+            f"{self.autoscaling()}; condition: {self.condition()}; operator log: "
+            f"{operator.log_tail(20000) if operator else ''}"
         )
 
 
@@ -223,6 +225,29 @@ async def test_autoscale_loop_scales_with_load_and_holds_without_prometheus(
         high = await loop.until(
             lambda: loop.ready() == loop.replicas() and loop.replicas(), "every replica ready"
         )
+
+        # The traffic's ceiling (issue 15): the prompt mix read from the engines' histograms
+        # and the plan's step model; this load's prompts all fit the TTFT SLO on an idle
+        # replica, so the whole SLO is reachable and the condition says so. The decision
+        # read the engines' queue-wait histogram (the part of TTFT replicas shorten).
+        ceiling = await loop.until(
+            lambda: loop.autoscaling().get("attainability"), "the attainable ceiling in status"
+        )
+        slo_target = parse_llmservice(body).spec.slo.attainment
+        assert ceiling["attainable"] == 1.0 and ceiling["target"] == slo_target
+        assert ceiling["longestPromptTokens"] > workload["inputTokens"], ceiling
+        assert "every request can meet ttftMs" in ceiling["message"], ceiling
+        reachable = next(
+            c for c in loop.body()["status"]["conditions"] if c["type"] == "SLOAttainable"
+        )
+        assert (reachable["status"], reachable["reason"]) == ("True", "Reachable"), reachable
+        assert "queueWaitSeconds" in (loop.autoscaling().get("signals") or {}), loop.autoscaling()
+        # Capacity at the observed mix (plan() per length class) beside the nominal one.
+        at_mix = await loop.until(
+            lambda: (loop.autoscaling().get("capacity") or {}).get("predictedAtMix"),
+            "the capacity at the observed mix in status",
+        )
+        assert at_mix > 0, loop.autoscaling()
 
         progress("stage 3 done: SLO kept", loop)
 

@@ -136,8 +136,57 @@ def test_errors_are_one_line(
     assert message in err and err.count("\n") == 1
 
 
-def test_bad_csv_row_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_bad_csv_row_is_one_line_with_strict(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     path = tmp_path / "bad.csv"
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n1,100,10\n2,-5,10\n")
-    assert main(["autoscale-sim", "--trace", str(path)]) == 2
-    assert "line 3 ContextTokens=-5" in capsys.readouterr().err
+    assert main(["autoscale-sim", "--trace", str(path), "--strict", "--no-frontier"]) == 2
+    err = capsys.readouterr().err
+    assert "line 3 ContextTokens=-5" in err and err.count("\n") == 1
+
+
+def test_rows_the_model_cannot_serve_are_dropped_and_counted(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "outliers.csv"
+    rows = [f"{t * 0.5},{300 + t},{40}" for t in range(200)]
+    rows[7] = "3.5,9000,40"  # longer than max-model-len 8192
+    rows[9] = "4.5,-5,40"  # unreadable
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+    argv = ["autoscale-sim", "--trace", str(path), "--policy", "static", "--no-frontier"]
+    assert main([*argv, "-o", "json"]) == 0
+    setup = json.loads(capsys.readouterr().out)["setup"]
+    assert setup["requests"] == 198
+    assert setup["droppedRows"] == {
+        "ContextTokens is not a positive token count": 1,
+        "longer than max-model-len 8192": 1,
+    }
+    assert main([*argv, "--strict"]) == 2
+    assert "line 11 ContextTokens=-5" in capsys.readouterr().err
+
+
+def test_layout_flags_are_the_plan_commands(
+    capsys: pytest.CaptureFixture[str], short_csv: Path
+) -> None:
+    """--tp reaches the replayed plan (2 GPUs per replica) and is checked as plan checks it."""
+    doc = _json(capsys, "--trace", str(short_csv), "--tp", "2", "--policy", "static",
+                "--no-frontier")  # fmt: skip
+    assert doc["setup"]["gpusPerReplica"] == 2
+    assert main(["autoscale-sim", "--trace", str(short_csv), "--tp", "3"]) == 2
+    assert "tensor-parallel size does not divide" in capsys.readouterr().err
+
+
+def test_replay_an_llmservice(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None:
+    """-f: model, GPU, layout, SLO and autoscaling bounds come from the resource."""
+    example = Path(__file__).parents[3] / "examples" / "qwen3-32b-sglang.yaml"
+    doc = _json(capsys, "-f", str(example), "--trace", str(short_csv), "--policy", "static",
+                "--no-frontier")  # fmt: skip
+    setup = doc["setup"]
+    assert (setup["model"], setup["gpusPerReplica"]) == ("Qwen/Qwen3-32B", 4)
+    assert main(["autoscale-sim", "-f", "/no/such.yaml", "--trace", str(short_csv)]) == 2
+    assert "--filename=/no/such.yaml" in capsys.readouterr().err
+    binary = short_csv.parent / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00\xe4garbage")
+    assert main(["autoscale-sim", "-f", str(binary), "--trace", str(short_csv)]) == 2
+    assert "is not UTF-8 text" in capsys.readouterr().err

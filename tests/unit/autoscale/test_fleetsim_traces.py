@@ -100,6 +100,70 @@ def test_bad_csv_rows_name_the_line_and_column(tmp_path: Path, body: str, messag
     path = tmp_path / "bad.csv"
     path.write_text(body)
     with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_csv(path, strict=True)
+
+
+def test_unreadable_rows_are_dropped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "outliers.csv"
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "1,100,10\n2,abc,10\n3,100,0\nyesterday,5,5\n4,200,20\n5,300,-1\n\n6,nan,3\n"
+    )
+    trace = load_csv(path)
+    assert [(r.prompt, r.output) for r in trace.requests] == [(100, 10), (200, 20)]
+    assert trace.dropped.counts == {
+        "ContextTokens is not a positive token count": 2,
+        "GeneratedTokens is not a positive token count": 2,
+        "TIMESTAMP is neither seconds nor a date-time": 1,
+    }
+    assert trace.dropped.first["ContextTokens is not a positive token count"] == "line 3"
+
+
+def test_jsonl_trace(tmp_path: Path) -> None:
+    """Mooncake-style JSONL: timestamp in ms, extra keys ignored, bad lines counted."""
+    path = tmp_path / "mooncake.jsonl"
+    path.write_text(
+        '{"timestamp": 1000, "input_length": 7000, "output_length": 300, "hash_ids": [1, 2]}\n'
+        '{"timestamp": 250, "input_length": 50, "output_length": 5}\n'
+        "not json\n"
+        '{"timestamp": 3000, "input_length": 10}\n'
+        '["a list"]\n'
+    )
+    trace = load(str(path))
+    assert [(r.at, r.prompt, r.output) for r in trace.requests] == [
+        (0.0, 50, 5),
+        (0.75, 7000, 300),
+    ]
+    assert trace.dropped.total == 3
+    with pytest.raises(PlanError, match="line 3 line=not json: is not a JSON object"):
+        load(str(path), strict=True)
+    with pytest.raises(PlanError, match="line 1 output_length=missing: is missing"):
+        (tmp_path / "b.jsonl").write_text('{"timestamp": 3000, "input_length": 10}\n')
+        load(str(tmp_path / "b.jsonl"), strict=True)
+
+
+def test_plain_csv_trace(tmp_path: Path) -> None:
+    path = tmp_path / "plain.csv"
+    path.write_text("timestamp_s,input_tokens,output_tokens\n0.5,100,10\n2.0,4000,200\n")
+    assert [(r.at, r.prompt, r.output) for r in load_csv(path).requests] == [
+        (0.0, 100, 10),
+        (1.5, 4000, 200),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\xff\xfe\x00garbage", "cannot be read as UTF-8 text"),
+        (b"", "has no column(s)"),
+        (b"a,b,c\n1,2,3\n", "has no column(s) TIMESTAMP"),
+        (b'{"timestamp": 1}\n', "has no requests (1 unreadable"),
+    ],
+)
+def test_unusable_files_are_one_clear_error(tmp_path: Path, data: bytes, message: str) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_bytes(data)
+    with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_csv(path)
 
 

@@ -186,3 +186,37 @@ def test_history_rebuilt_from_status_after_a_restart() -> None:
     # The plan's current prediction wins; the learnt capacity survives the restart.
     assert history.capacity == CapacityEstimate(predicted=2.0, observed=1.5)
     assert rebuild_history({}, 2.0) == History(capacity=CapacityEstimate(predicted=2.0))
+
+
+def test_the_slo_ceiling_in_status_and_its_condition() -> None:
+    """The traffic keeps 99% out of reach: status.autoscaling.attainability says how far,
+    SLOAttainable turns False with the cause, and the result still parses as an
+    LLMService status (a condition type the API refused stalled the loop once)."""
+    from tokenfleet.api.status import LLMServiceStatus
+    from tokenfleet.autoscale.attainability import Ceiling
+
+    limited = Ceiling(0.971, 5947, 0.966, 0.966 / 0.971, 0.2, 0.99, 500.0)
+    new = compose_autoscaler_status(
+        body(), decision(), observation(0.4), now=1.8e9, scaled=False, ceiling=limited
+    )
+    assert new is not None
+    assert new["autoscaling"]["attainability"] == {
+        "attainable": 0.971,
+        "target": 0.966,
+        "longestPromptTokens": 5947,
+        "queueWaitBudgetSeconds": 0.2,
+        "message": limited.message(),
+    }
+    cond = {c["type"]: c for c in new["conditions"]}["SLOAttainable"]
+    assert (cond["status"], cond["reason"]) == ("False", "TrafficLimited")
+    assert cond["message"].startswith("2.9% of requests have prompts longer than 5,947 tokens")
+    assert "the SLO can reach at most 97.1% attainment" in cond["message"]
+    LLMServiceStatus.model_validate(new)
+
+    reachable = Ceiling(1.0, 5947, 0.99, 0.99, 0.3, 0.99, 500.0)
+    again = compose_autoscaler_status(
+        body(**new), decision(), observation(0.4), now=1.9e9, scaled=False, ceiling=reachable
+    )
+    assert again is not None
+    cond = {c["type"]: c for c in again["conditions"]}["SLOAttainable"]
+    assert (cond["status"], cond["reason"]) == ("True", "Reachable")

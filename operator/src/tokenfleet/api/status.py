@@ -14,7 +14,9 @@ from pydantic import ConfigDict, Field
 from tokenfleet.api.base import StatusModel
 
 Phase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
-ConditionType = Literal["Planned", "Ready", "Progressing", "Degraded", "Autoscaling", "Routing"]
+ConditionType = Literal[
+    "Planned", "Ready", "Progressing", "Degraded", "Autoscaling", "SLOAttainable", "Routing"
+]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
@@ -112,6 +114,26 @@ class Signals(StatusModel):
     """Replicas whose engine metrics are fresh in Prometheus."""
     picker_queued: float | None = Field(default=None, ge=0)
     """Requests the endpoint picker holds (spec.routing with minReplicas 0)."""
+    queue_wait_seconds: float | None = Field(default=None, ge=0)
+    """Wait in the engines' queue at slo.quantile (0: below the histogram's first bucket):
+    the part of TTFT more replicas shorten."""
+
+
+class AttainabilityStatus(StatusModel):
+    """What the observed traffic lets the SLO reach (autoscale/attainability.py): requests
+    whose own prefill breaks ttftMs on an idle replica miss at any replica count, and the
+    autoscaler never scales for them."""
+
+    attainable: float | None = Field(default=None, ge=0, le=1)
+    """Share of requests an idle replica serves within ttftMs (the SLO's ceiling)."""
+    target: float | None = Field(default=None, ge=0, le=1)
+    """The attainment the fleet is held to: min(slo.attainment, attainable), less half the
+    error budget when the unattainable share eats into it."""
+    longest_prompt_tokens: int | None = Field(default=None, ge=0)
+    """The longest prompt whose prefill alone fits ttftMs (from the plan's step model)."""
+    queue_wait_budget_seconds: float | None = Field(default=None, ge=0)
+    """Queueing the slo.quantile request can afford after its own prefill."""
+    message: str | None = None
 
 
 class CapacityStatus(StatusModel):
@@ -121,6 +143,9 @@ class CapacityStatus(StatusModel):
     """From the capacity model (status.plan.predicted.goodputRequestsPerSecond)."""
     observed: float | None = Field(default=None, ge=0)
     """Learnt online from Prometheus (absent until there is evidence)."""
+    predicted_at_mix: float | None = Field(default=None, ge=0)
+    """plan()'s goodput at the prompt / output length mix observed over the last 10 minutes
+    (the spec's nominal lengths give `predicted`)."""
 
 
 class AutoscalingStatus(StatusModel):
@@ -142,6 +167,7 @@ class AutoscalingStatus(StatusModel):
     cold_start_seconds: float | None = Field(default=None, ge=0)
     """The last cold start observed (a replica ordered with none ready, to the first one
     ready): what a first request waits at the endpoint picker after a scale from zero."""
+    attainability: AttainabilityStatus | None = None
 
 
 class LLMServiceStatus(StatusModel):

@@ -9,7 +9,7 @@ attainment = bucket{le <= SLO} / count (the safe rounding down to a bucket bound
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tokenfleet.autoscale.types import Signals
 
@@ -18,6 +18,12 @@ SCRAPE_INTERVAL_S = 15.0  # Prometheus scrape interval; also the decision cadenc
 # vLLM's bucket boundaries (reference/engines.md): TTFT, and per-request TPOT (0.11+).
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
                 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
+# vllm:request_queue_time_seconds (vLLM 0.32 buckets.REQUEST_LATENCY_BUCKETS).
+QUEUE_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+                 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
+# The request mix changes slowly: its length histograms are read over 10 minutes
+# (increase(...[10m])), so a 1% tail is not three requests of one minute.
+MIX_WINDOW_S = 600.0
 TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
                 7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
 
@@ -41,6 +47,15 @@ def histogram_quantile(q: float, values: list[float], buckets: tuple[float, ...]
     return buckets[-1]
 
 
+def resolved_quantile(q: float, values: list[float], buckets: tuple[float, ...]) -> float | None:
+    """histogram_quantile, but 0 when the rank falls in the first bucket: inside it the
+    interpolation only restates the bucket's width (vLLM's queue-time histogram starts at
+    0.3 s, so waits of a few ms read ~0.29 s). Waits the histogram cannot resolve are left
+    to the attainment signal, which is exact at the SLO's bucket."""
+    value = histogram_quantile(q, values, buckets)
+    return 0.0 if value is not None and value < buckets[0] else value
+
+
 def attainment(values: list[float], limit: float, buckets: tuple[float, ...]) -> float | None:
     """Fraction of `values` <= the largest bucket bound <= limit (None: 0/0)."""
     if not values:
@@ -52,15 +67,22 @@ def attainment(values: list[float], limit: float, buckets: tuple[float, ...]) ->
 
 @dataclass
 class Window:
-    """Events of the last RATE_WINDOW_S: first tokens (time, ttft) and finishes (time, tpot)."""
+    """Events of the last RATE_WINDOW_S: first tokens (time, ttft) and finishes (time, tpot),
+    queue waits (time, seconds); prompt lengths (time, tokens) of the last MIX_WINDOW_S."""
 
     first_tokens: list[tuple[float, float]]
     finishes: list[tuple[float, float]]
+    waits: list[tuple[float, float]] = field(default_factory=list)
+    prompts: list[tuple[float, int]] = field(default_factory=list)
 
     def prune(self, now: float) -> None:
         start = now - RATE_WINDOW_S
         self.first_tokens = [e for e in self.first_tokens if e[0] > start]
         self.finishes = [e for e in self.finishes if e[0] > start]
+        self.waits = [e for e in self.waits if e[0] > start]
+        mix_start = now - MIX_WINDOW_S
+        if self.prompts and self.prompts[0][0] <= mix_start:
+            self.prompts = [e for e in self.prompts if e[0] > mix_start]
 
 
 def signals(
@@ -76,6 +98,7 @@ def signals(
     kv_usage: list[float],
 ) -> Signals:
     ttfts = [ttft for at, ttft in window.first_tokens if at <= now]
+    waits = [wait for at, wait in window.waits if at <= now]
     tpots = [tpot for at, tpot in window.finishes if at <= now]
     rate = len(tpots) / RATE_WINDOW_S
     a = attainment(ttfts, ttft_slo_s, TTFT_BUCKETS)
@@ -94,4 +117,5 @@ def signals(
         waiting_per_replica=sum(waiting) / n,
         kv_usage=sum(kv_usage) / n if kv_usage else None,
         newest_sample_age_seconds=SCRAPE_INTERVAL_S / 2,  # on average half a scrape old
+        queue_wait_quantile_seconds=resolved_quantile(quantile, waits, QUEUE_BUCKETS),
     )

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from tokenfleet.api.spec import LLMServiceSpec
 from tokenfleet.autoscale import policy
+from tokenfleet.autoscale.attainability import Ceiling
 from tokenfleet.autoscale.types import CapacityEstimate, Decision, FleetState, History, Signals
 
 # The Kubernetes HPA v2 defaults (reference/autoscaling.md) shared by the KEDA and HPA rules.
@@ -29,6 +30,7 @@ class FleetView:
     now: float
     current: FleetState
     signals: Signals
+    ceiling: Ceiling | None = None  # what the observed mix lets the SLO reach
 
 
 class Autoscaler(Protocol):
@@ -51,6 +53,7 @@ class Tokenfleet:
     period: float = 15.0
     history: History = field(init=False)
     decisions: list[Decision] = field(default_factory=list)
+    ceilings: list[Ceiling | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.history = History(capacity=CapacityEstimate(predicted=self.predicted_capacity))
@@ -59,7 +62,10 @@ class Tokenfleet:
         return self.start
 
     def decide(self, view: FleetView) -> int:
-        d = policy.decide(self.spec, view.current, view.signals, self.history, view.now)
+        d = policy.decide(
+            self.spec, view.current, view.signals, self.history, view.now, ceiling=view.ceiling
+        )
+        self.ceilings.append(view.ceiling)
         self.history = d.history
         self.decisions.append(d)
         return d.desired

@@ -38,6 +38,12 @@ class FleetRequest:
     first_token_at: float | None = None
     finished_at: float | None = None
     replica: int = -1
+    scheduled_at: float | None = None  # admitted to the running batch: the end of its queue wait
+
+    @property
+    def queue_wait(self) -> float:
+        """What vllm:request_queue_time_seconds observes: arrival to admission."""
+        return (self.scheduled_at if self.scheduled_at is not None else self.arrival) - self.arrival
 
     @property
     def ttft(self) -> float:
@@ -126,6 +132,7 @@ class FastReplica:
             if self.kv_used + need > kv:
                 break
             self.waiting.popleft()
+            request.scheduled_at = max(self.now, request.arrival)
             self.kv_used += need
             self.prefilling.append(_Prefill(request, request.prompt))
 

@@ -4,10 +4,65 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenfleet.autoscale.attainability import targets
+from tokenfleet.autoscale.fleetsim_frontier import FrontierPoint, cheapest_meeting
 from tokenfleet.autoscale.fleetsim_run import RunResult, Setup
 
 
-def to_json(setup: Setup, results: dict[str, RunResult]) -> dict[str, Any]:
+def ceiling_line(setup: Setup) -> str:
+    """The attainability verdict a person reads first."""
+    o = setup.options
+    share = 1 - setup.attainable
+    if share <= 0:
+        return "attainable: every request can meet the SLO on an idle replica"
+    overall, _ = targets(o.attainment, setup.attainable)
+    head = (
+        f"attainable: {share:.2%} of requests cannot meet the SLO on an idle replica "
+        f"(prompts over {setup.longest_prompt:,} tokens prefill longer than "
+        f"ttft {o.ttft_ms:g} ms, or decode slower than tpot {o.tpot_ms:g} ms): the SLO can "
+        f"reach at most {setup.attainable:.2%}"
+    )
+    if overall < o.attainment - 1e-9:
+        head += f"; {o.attainment:.0%} is out of reach at any replica count, target {overall:.2%}"
+    if setup.target < overall - 1e-9:
+        head += (
+            f"; baselines sized for {setup.target:.2%}, what a lightly loaded "
+            "fleet reaches on this trace's bursts"
+        )
+    return head
+
+
+def frontier_json(points: tuple[FrontierPoint, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "replicas": p.replicas,
+            "sloAttainment": round(p.attainment, 4),
+            "gpuHours": round(p.gpu_hours, 3),
+        }
+        for p in points
+    ]
+
+
+def frontier_table(setup: Setup, points: tuple[FrontierPoint, ...]) -> str:
+    o = setup.options
+    meets = cheapest_meeting(points, o.attainment)
+    lines = ["", "static frontier (a fixed fleet of N replicas, warm from the start):"]
+    lines.append(f"{'replicas':>10}{'SLO attainment':>16}{'GPU-hours':>11}")
+    for p in points:
+        mark = "  <- cheapest meeting the SLO" if meets is not None and p is meets else ""
+        lines.append(f"{p.replicas:>10}{p.attainment:>16.2%}{p.gpu_hours:>11.2f}{mark}")
+    if meets is None and points:
+        best = max(points, key=lambda p: p.attainment)
+        lines.append(
+            f"no fixed fleet up to {points[-1].replicas} replicas meets {o.attainment:.0%}: "
+            f"the best is {best.attainment:.2%} with {best.replicas}"
+        )
+    return "\n".join(lines)
+
+
+def to_json(
+    setup: Setup, results: dict[str, RunResult], points: tuple[FrontierPoint, ...] = ()
+) -> dict[str, Any]:
     o = setup.options
     return {
         "trace": setup.trace.name,
@@ -29,12 +84,19 @@ def to_json(setup: Setup, results: dict[str, RunResult]) -> dict[str, Any]:
             "coldStartSeconds": o.cold_start,
             "slo": {"ttftMs": o.ttft_ms, "tpotMs": o.tpot_ms, "attainment": o.attainment},
             "capacityPredicted": round(setup.predicted_capacity, 3),
+            "capacityPredictedAtMix": round(setup.mix_capacity, 3),
             "capacityError": o.capacity_error,
             "capacityMeasured": round(setup.measured_capacity, 3),
             "staticReplicas": setup.static_replicas,
             "maxReplicas": setup.max_replicas,
             "seed": o.seed,
+            "attainable": round(setup.attainable, 4),
+            "longestPromptWithinSlo": setup.longest_prompt,
+            "baselineTarget": round(setup.target, 4),
+            "droppedRows": dict(setup.trace.dropped.counts),
+            "notes": list(setup.notes),
         },
+        "staticFrontier": frontier_json(points),
     }
 
 
@@ -45,10 +107,13 @@ def table(setup: Setup, results: dict[str, RunResult]) -> str:
         f"trace {setup.trace.name}: {len(setup.trace.requests):,} requests over "
         f"{setup.trace.duration / 60:.0f} min; {o.model} on {setup.shape.gpus} x {o.gpu}, "
         f"cold start {o.cold_start:g} s, SLO TTFT {o.ttft_ms:g} ms + TPOT {o.tpot_ms:g} ms",
-        f"capacity per replica: plan {setup.predicted_capacity:.2f} req/s"
+        f"capacity per replica: plan {setup.predicted_capacity:.2f} req/s at the mean lengths "
+        f"({setup.mix_capacity:.2f} at the trace's length mix)"
         + (f" x error {o.capacity_error:g}" if o.capacity_error != 1 else "")
-        + f", measured {setup.measured_capacity:.2f} req/s at {o.attainment:.0%} attainment "
+        + f", measured {setup.measured_capacity:.2f} req/s at {setup.target:.2%} attainment "
         f"(static, reactive and oracle use the measured one); max replicas {setup.max_replicas}",
+        ceiling_line(setup),
+        *setup.notes,
         "",
         f"{'policy':<12}{'SLO attainment':>15}{'goodput req/s':>15}{'GPU-hours':>11}"
         f"{'vs oracle':>11}{'scale events':>14}",
@@ -62,14 +127,24 @@ def table(setup: Setup, results: dict[str, RunResult]) -> str:
     return "\n".join(lines)
 
 
-def plot(setup: Setup, results: dict[str, RunResult], path: str) -> None:
-    """Load, ready replicas and p95 TTFT over time, one line per policy."""
+def plot(
+    setup: Setup,
+    results: dict[str, RunResult],
+    path: str,
+    points: tuple[FrontierPoint, ...] = (),
+) -> None:
+    """Load, ready replicas and p95 TTFT over time, one line per policy; below, the static
+    frontier (attainment against GPU-hours) with each policy's run as a point."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on servers and in CI
     import matplotlib.pyplot as plt
 
-    fig, (load, replicas, ttft) = plt.subplots(3, 1, sharex=True, figsize=(10, 9))
+    fig = plt.figure(figsize=(10, 12 if points else 9))
+    rows = 4 if points else 3
+    load = fig.add_subplot(rows, 1, 1)
+    replicas = fig.add_subplot(rows, 1, 2, sharex=load)
+    ttft = fig.add_subplot(rows, 1, 3, sharex=load)
     first = next(iter(results.values()))
     minutes = [p.at / 60 for p in first.timeline]
     load.plot(minutes, [p.load for p in first.timeline], color="black")
@@ -92,6 +167,27 @@ def plot(setup: Setup, results: dict[str, RunResult], path: str) -> None:
     ttft.set_ylabel("p95 TTFT (s, 1 min)")
     ttft.set_xlabel("minutes")
     ttft.legend(loc="upper left", fontsize="small")
+    if points:
+        front = fig.add_subplot(rows, 1, 4)
+        front.plot(
+            [p.gpu_hours for p in points],
+            [p.attainment * 100 for p in points],
+            marker="o",
+            color="black",
+            label="static frontier (N replicas)",
+        )
+        for p in points:
+            front.annotate(str(p.replicas), (p.gpu_hours, p.attainment * 100), fontsize="x-small")
+        for name, r in results.items():
+            front.scatter([r.gpu_hours], [r.attainment * 100], label=name, zorder=3)
+        front.axhline(setup.options.attainment * 100, color="grey", linestyle="--")
+        if setup.attainable < 1:
+            front.axhline(setup.attainable * 100, color="red", linestyle=":", label="attainable")
+        low = min(p.attainment for p in points) * 100
+        front.set_ylim(max(low, setup.target * 100 - 10), 100.2)
+        front.set_xlabel("GPU-hours")
+        front.set_ylabel("SLO attainment (%)")
+        front.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

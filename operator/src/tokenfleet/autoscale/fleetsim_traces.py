@@ -2,22 +2,21 @@
 
 The public traces (Azure LLM inference 2023/2024, BurstGPT, Mooncake) cannot be downloaded
 here, so the built-in ones reproduce their shapes at a modest scale (30 simulated minutes,
-a 2-hour "day" for `diurnal`, a few to tens of req/s) and the Azure CSV format is read as given:
-`TIMESTAMP,ContextTokens,GeneratedTokens` (TIMESTAMP as `2023-11-16 18:15:46.6805900` or
-seconds). Everything is seeded: the same name and seed give the same requests.
+a 2-hour "day" for `diurnal`, a few to tens of req/s); recorded traces (Azure CSV, plain CSV,
+JSONL) are read by fleetsim_tracefiles. Everything is seeded: the same name and seed give
+the same requests.
 """
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from tokenfleet.autoscale.fleetsim_tracefiles import Dropped, read_rows
 from tokenfleet.capacity.errors import PlanError
 
 DURATION_S = 1800.0  # 30 simulated minutes: long enough for a 300 s window to matter twice
@@ -46,6 +45,8 @@ class Trace:
     arrival_cv: float = 1.0
     """Coefficient of variation of inter-arrival times at a steady rate (Poisson: 1): the
     capacity the baselines get is measured with arrivals this bursty."""
+    dropped: Dropped = field(default_factory=Dropped)
+    """Rows of a recorded trace left out (unreadable, or more than the model serves)."""
 
     def rate_per_bucket(self, bucket: float) -> list[float]:
         """Arrivals per second in consecutive buckets of `bucket` seconds."""
@@ -116,51 +117,14 @@ def synthetic(name: str, seed: int = 0) -> Trace:
     return Trace(name, tuple(requests), duration, cv)
 
 
-def load_csv(path: str | Path) -> Trace:
-    """An Azure LLM inference trace CSV; times are shifted to start at 0."""
-    file = Path(path)
-    if not file.is_file():
-        raise PlanError(
-            "--trace",
-            str(path),
-            "is not a file",
-            "give a CSV path or one of " + ", ".join(BUILT_IN),
-        )
-    try:
-        return _read_csv(path, file)
-    except (UnicodeDecodeError, csv.Error) as error:
-        problem = "is not UTF-8 text (a binary file?)"
-        if isinstance(error, csv.Error):
-            problem = f"is not a readable CSV ({error})"
-        raise PlanError("--trace", str(path), problem, "give a CSV trace file") from None
-    except OSError as error:
-        raise PlanError(
-            "--trace", str(path), error.strerror or "cannot be read", "give a readable CSV"
-        ) from None
-
-
-def _read_csv(path: str | Path, file: Path) -> Trace:
-    rows: list[tuple[float, int, int]] = []
-    with file.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = {c.strip() for c in reader.fieldnames or ()}
-        missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - columns
-        if missing:
-            raise PlanError(
-                "--trace",
-                str(path),
-                f"has no column(s) {', '.join(sorted(missing))} (header: {sorted(columns)})",
-                "use the Azure LLM inference trace header TIMESTAMP,ContextTokens,GeneratedTokens",
-            )
-        for line, row in enumerate(reader, start=2):
-            row = {k.strip(): (v or "").strip() for k, v in row.items() if k}
-            rows.append(_parse_row(path, line, row))
-    if not rows:
-        raise PlanError("--trace", str(path), "has no requests", "give a CSV with at least one row")
+def load_csv(path: str | Path, strict: bool = False) -> Trace:
+    """A recorded trace file (fleetsim_tracefiles: Azure CSV, plain CSV, JSONL); times are
+    shifted to start at 0. Unreadable rows are dropped and counted (`strict`: refused)."""
+    rows, dropped = read_rows(path, strict)
     start = min(r[0] for r in rows)
     requests = sorted((TraceRequest(t - start, p, o) for t, p, o in rows), key=lambda r: r.at)
     duration = max(r.at for r in requests) + 1.0
-    return Trace(file.name, tuple(requests), duration, arrival_cv(requests))
+    return Trace(Path(path).name, tuple(requests), duration, arrival_cv(requests), dropped)
 
 
 def arrival_cv(requests: tuple[TraceRequest, ...] | list[TraceRequest]) -> float:
@@ -182,39 +146,5 @@ def arrival_cv(requests: tuple[TraceRequest, ...] | list[TraceRequest]) -> float
     return math.sqrt(sum((x - mean) ** 2 for x in scaled) / len(scaled)) / mean
 
 
-def _parse_row(path: str | Path, line: int, row: dict[str, str]) -> tuple[float, int, int]:
-    where = f"{path} line {line}"
-    stamp = row["TIMESTAMP"]
-    try:
-        at = float(stamp)
-    except ValueError:
-        try:
-            # Azure writes 7 fractional digits; Python parses at most 6.
-            head, _, frac = stamp.partition(".")
-            at = datetime.fromisoformat(f"{head}.{frac[:6]}" if frac else head).timestamp()
-        except ValueError:
-            raise PlanError(
-                f"{where} TIMESTAMP",
-                stamp,
-                "is neither seconds nor a date-time",
-                "write it as 2023-11-16 18:15:46.680590 or as seconds",
-            ) from None
-    values = []
-    for column in ("ContextTokens", "GeneratedTokens"):
-        try:
-            value = int(float(row[column]))
-        except ValueError:
-            value = -1
-        if value < 1:
-            raise PlanError(
-                f"{where} {column}",
-                row[column],
-                "is not a positive token count",
-                "fix or drop the row",
-            )
-        values.append(value)
-    return at, values[0], values[1]
-
-
-def load(trace: str, seed: int = 0) -> Trace:
-    return synthetic(trace, seed) if trace in PROFILES else load_csv(trace)
+def load(trace: str, seed: int = 0, strict: bool = False) -> Trace:
+    return synthetic(trace, seed) if trace in PROFILES else load_csv(trace, strict)

@@ -34,6 +34,8 @@ from dataclasses import dataclass, replace
 
 from tokenfleet.api.spec import LLMServiceSpec
 from tokenfleet.autoscale import zero
+from tokenfleet.autoscale.attainability import Ceiling
+from tokenfleet.autoscale.fixable import fixable_view
 from tokenfleet.autoscale.types import (
     CapacityEstimate,
     Decision,
@@ -139,6 +141,7 @@ class _Assessment:
     ttft_ratio: float | None  # TTFT quantile / slo.ttftMs
     attainment: float | None  # min of TTFT and TPOT attainment (joint upper bound)
     floor: float  # attainment under this is a breach
+    noise: float  # how far a window's attainment strays by chance (its request count)
     broke: bool
     comfortable: bool
     panic: bool
@@ -151,8 +154,14 @@ def decide(
     history: History,
     now: float,
     params: PolicyParams = DEFAULTS,
+    ceiling: Ceiling | None = None,
 ) -> Decision:
     """The replicas to run from `now` on, why, and the History to pass next time.
+
+    `ceiling` (attainability.py): what the traffic lets the SLO reach. With it, the SLO
+    signals are read for what replicas can fix (autoscale/fixable.py): attainment among
+    attainable requests against the ceiling's target, queue wait against the budget left
+    after the mix's own prefill; misses no replica fixes never scale the fleet.
 
     With minReplicas 0 the rules of autoscale/zero.py wrap the policy: they decide at zero,
     and may take the last replica away after the idle window; the policy never goes to 0."""
@@ -160,7 +169,7 @@ def decide(
     at_zero = zero.from_zero(spec, current, signals, history, now)
     if at_zero is not None:
         return at_zero
-    decision = _decide(spec, zero.policy_view(current), signals, history, now, params)
+    decision = _decide(spec, zero.policy_view(current), signals, history, now, params, ceiling)
     return zero.to_zero(spec, current, signals, decision, now)
 
 
@@ -171,6 +180,7 @@ def _decide(
     history: History,
     now: float,
     params: PolicyParams,
+    ceiling: Ceiling | None,
 ) -> Decision:
     history = _track_ready(history, current, now, params)
     hold = _hold_reason(current, signals, now, params)
@@ -181,7 +191,11 @@ def _decide(
         history = replace(history, trusted_since=now)
 
     scaling = spec.autoscaling
-    a = _assess(spec, signals, current, params)
+    if ceiling is not None and signals.request_rate is not None:
+        ceiling = ceiling.at_load(signals.request_rate / max(current.ready, 1))
+    spec, signals = fixable_view(spec, signals, ceiling)
+    unattainable = 1 - ceiling.attainable if ceiling is not None else 0.0
+    a = _assess(spec, signals, current, params, unattainable)
     rate = signals.request_rate or 0.0
     demand, history = _demand(signals, history, now, params)
     capacity = _learn(spec, current, signals, history, a, demand, now, params)
@@ -386,7 +400,11 @@ def _note_ready(history: History, current: FleetState, now: float) -> History:
 
 # -- what the signals say --------------------------------------------------------------------------
 def _assess(
-    spec: LLMServiceSpec, s: Signals, current: FleetState, params: PolicyParams
+    spec: LLMServiceSpec,
+    s: Signals,
+    current: FleetState,
+    params: PolicyParams,
+    unattainable: float = 0.0,
 ) -> _Assessment:
     slo = spec.slo
     ratio = None
@@ -397,7 +415,14 @@ def _assess(
     ]
     attainment = min(marginals) if marginals else None
     tol = params.tolerance
-    floor = 1 - (1 - slo.attainment) * params.attainment_breach_budgets
+    # A window of n requests misses by chance: with miss probability p (the SLO's budget
+    # plus the traffic's unattainable share, whose count per window varies too) the share
+    # missed has standard deviation sqrt(p / n). Only a shortfall beyond trend_noise_z of
+    # those is evidence: at 0.2 req/s one miss in twelve requests is not a breach.
+    n = (s.request_rate or 0.0) * params.learn_settle_seconds
+    p = (1 - slo.attainment) + unattainable
+    noise = params.trend_noise_z * math.sqrt(p / n) if n > 0 else 1.0
+    floor = 1 - (1 - slo.attainment) * params.attainment_breach_budgets - noise
     broke = (ratio is not None and ratio > 1 + tol) or (
         attainment is not None and attainment < floor
     )
@@ -408,9 +433,9 @@ def _assess(
         and attainment >= 1 - (1 - slo.attainment) * params.learn_comfort_budget
     )
     panic = (ratio is not None and ratio >= params.panic_ttft_ratio) or (
-        attainment is not None and attainment < slo.attainment - params.panic_attainment_gap
+        attainment is not None and attainment < slo.attainment - params.panic_attainment_gap - noise
     )
-    return _Assessment(ratio, attainment, floor, broke, comfortable, panic)
+    return _Assessment(ratio, attainment, floor, noise, broke, comfortable, panic)
 
 
 def _breach_recommendations(
@@ -477,11 +502,12 @@ def _learn(
         r = max(demand, rate) / fewest
         if not recovering and r * params.learn_break_margin < eff:
             target = r * params.learn_break_margin
-    elif a.attainment is not None and a.attainment < spec.slo.attainment:
+    elif a.attainment is not None and a.attainment < spec.slo.attainment - a.noise:
         # Burning the error budget without a clear breach, below the believed capacity:
         # nudge down; the misses may be load-independent (a long prompt), so no jump to r.
         if rate / most < eff:
-            budgets = (1 - a.attainment) / max(1 - spec.slo.attainment, 1e-6)
+            missed = max(0.0, 1 - a.attainment - a.noise)
+            budgets = missed / max(1 - spec.slo.attainment, 1e-6)
             target = eff * (1 - params.learn_nudge_down * budgets)
     else:
         r = min(demand, rate) / most
@@ -494,7 +520,11 @@ def _learn(
             # fleet is nearer its edge than believed. Nudge down as for a mild miss (3% per
             # error budget used); without this an optimistic model is corrected only by a
             # breach, i.e. after the SLO is lost (bursty, seed 2: 97.0% -> 99.0%).
-            budgets = (1 - (a.attainment or 1.0)) / max(1 - spec.slo.attainment, 1e-6)
+            # Only the misses beyond the window's counting noise are evidence (a window of
+            # a few hundred requests misses a budget or two by chance, more so when the
+            # traffic has unattainable requests whose count per window varies too).
+            missed = max(0.0, 1 - (a.attainment or 1.0) - a.noise)
+            budgets = missed / max(1 - spec.slo.attainment, 1e-6)
             if budgets > 0:
                 target = eff * (1 - params.learn_nudge_down * budgets)
     if target is None:

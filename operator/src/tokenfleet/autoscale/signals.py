@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tokenfleet.autoscale.attainability import LengthHistogram
 from tokenfleet.autoscale.prometheus import PrometheusClient, Sample
 from tokenfleet.autoscale.types import Signals
 from tokenfleet.engines import engine_info
@@ -40,6 +41,9 @@ from tokenfleet.engines.types import MetricNames
 # rate() window: four scrapes of the PodMonitor's 15 s interval (render/monitoring.py), the
 # usual rule of thumb so a window always holds at least two samples despite a missed scrape.
 DEFAULT_WINDOW_SECONDS = 60.0
+# The request mix (prompt lengths) changes slowly: read over 10 minutes, so a 1% tail is
+# more than the few requests of one minute (fleetsim_metrics.MIX_WINDOW_S, the same).
+MIX_WINDOW_SECONDS = 600.0
 # Two boundaries closer than this (relative) are the same number printed differently.
 BOUNDARY_TOLERANCE = 1e-9
 
@@ -97,6 +101,11 @@ class Observation:
     tpot: Attainment
     goodput_upper: float | None = None
     """Upper end of the joint bound times the rate (the policy uses the lower, in signals)."""
+    prompts: LengthHistogram | None = None
+    """Prompt lengths of the last MIX_WINDOW_SECONDS (the engine's own buckets): the mix
+    the attainable ceiling is estimated from. None: the engine exports no such histogram."""
+    mean_output_tokens: float | None = None
+    """Mean generated tokens per request over MIX_WINDOW_SECONDS (_sum / _count: exact)."""
 
 
 # --- pure builders ------------------------------------------------------------------------
@@ -164,6 +173,69 @@ def ttft_quantile_query(names: MetricNames, sel: str, quantile: float, window_s:
         f"histogram_quantile({quantile:g}, sum by (le) "
         f"(rate({names.ttft}_bucket{sel}[{_window(window_s)}])))"
     )
+
+
+def queue_wait_quantile_query(
+    names: MetricNames, sel: str, quantile: float, window_s: float
+) -> str:
+    return (
+        f"histogram_quantile({quantile:g}, sum by (le) "
+        f"(rate({names.queue_time}_bucket{sel}[{_window(window_s)}])))"
+    )
+
+
+def length_histogram_query(family: str, sel: str, window_s: float) -> str:
+    """Observations per bucket over the window (cumulative by `le`, as exported)."""
+    return f"sum by (le) (increase({family}_bucket{sel}[{_window(window_s)}]))"
+
+
+def mean_length_query(family: str, sel: str, window_s: float) -> str:
+    window = _window(window_s)
+    return (
+        f"sum(increase({family}_sum{sel}[{window}])) / sum(increase({family}_count{sel}[{window}]))"
+    )
+
+
+def resolved_wait(value: float | None, les: Iterable[str]) -> float | None:
+    """A queue-wait quantile inside the first bucket only restates the bucket's width
+    (vLLM's starts at 0.3 s: waits of a few ms read ~0.29 s), so it reads as 0; waits the
+    histogram cannot resolve are left to the attainment signal."""
+    bounds = [b for b in (_le_or_none(le) for le in les) if b is not None and b > 0]
+    if value is None or not bounds:
+        return value
+    return 0.0 if value < min(bounds) else value
+
+
+def _le_or_none(le: str) -> float | None:
+    try:
+        value = parse_le(le)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def length_histogram(samples: Sequence[Sample]) -> LengthHistogram | None:
+    """Cumulative `le` samples -> a LengthHistogram (None: no observations)."""
+    cumulative: list[tuple[float, float]] = []
+    for sample in samples:
+        try:
+            le = parse_le(sample.labels.get("le", ""))
+        except ValueError:
+            continue
+        if math.isfinite(sample.value):
+            cumulative.append((le, max(sample.value, 0.0)))
+    cumulative.sort()
+    if not cumulative or cumulative[-1][1] <= 0:
+        return None
+    bounds = tuple(le for le, _ in cumulative if math.isfinite(le))
+    counts: list[float] = []
+    previous = 0.0
+    for _, value in cumulative:
+        counts.append(max(value - previous, 0.0))  # rate() extrapolation can dip
+        previous = max(previous, value)
+    if len(counts) == len(bounds):  # no +Inf sample
+        counts.append(0.0)
+    return LengthHistogram(bounds, tuple(counts[: len(bounds) + 1]))
 
 
 def tpot_families(names: MetricNames) -> tuple[tuple[str, Literal["request", "token"]], ...]:
@@ -247,7 +319,7 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
     names = query.names
     sel = selector(query.namespace, query.llmservice)
     w = query.window_seconds
-    families = [names.ttft, *(f for f, _ in tpot_families(names))]
+    families = [names.ttft, names.queue_time, *(f for f, _ in tpot_families(names))]
     texts = {
         "bounds": bucket_bounds_query(families, sel),
         "reporting": reporting_replicas_query(names, sel),
@@ -258,7 +330,12 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         "waiting": per_replica_query([names.waiting], sel),
         "kv": per_replica_query(names.kv_usage, sel),
         "picker_queued": picker_queue_query(sel),
+        "wait_q": queue_wait_quantile_query(names, sel, query.quantile, w),
     }
+    if names.prompt_length:
+        texts["prompts"] = length_histogram_query(names.prompt_length, sel, MIX_WINDOW_SECONDS)
+    if names.output_length:
+        texts["output"] = mean_length_query(names.output_length, sel, MIX_WINDOW_SECONDS)
     results = await asyncio.gather(*(client.query(t, at) for t in texts.values()))
     got = dict(zip(texts, (r.samples for r in results), strict=True))
 
@@ -289,8 +366,13 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         kv_usage=finite(got["kv"]),
         newest_sample_age_seconds=finite(got["age"]),
         picker_queued=finite(got["picker_queued"]),
+        queue_wait_quantile_seconds=resolved_wait(
+            finite(got["wait_q"]), les.get(names.queue_time, ())
+        ),
     )
-    return Observation(signals, ttft, tpot, bounds[1] if bounds else None)
+    prompts = length_histogram(got["prompts"]) if "prompts" in got else None
+    output = finite(got["output"]) if "output" in got else None
+    return Observation(signals, ttft, tpot, bounds[1] if bounds else None, prompts, output)
 
 
 async def _attainment(

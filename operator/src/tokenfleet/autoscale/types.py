@@ -57,6 +57,9 @@ class Signals:
     picker_queued: float | None = None
     """Requests the endpoint picker's flow control holds (spec.routing with minReplicas 0;
     llm_d_epp_flow_control_queue_size summed over the pool); None: no picker reports."""
+    queue_wait_quantile_seconds: float | None = None
+    """Wait in the engines' queue at slo.quantile (vllm:request_queue_time_seconds,
+    sglang:queue_time_seconds): the part of TTFT more replicas shorten."""
 
 
 @dataclass(frozen=True)

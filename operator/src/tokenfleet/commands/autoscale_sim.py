@@ -5,16 +5,54 @@ provision and the oracle. Offline and deterministic: the same options give the s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from typing import Any
 
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import DEFAULT_TPOT_SLO_MS, DEFAULT_TTFT_SLO_MS
 from tokenfleet.commands.paths import check_output_file
 
+# The plan command's layout flags, reused as they are defined there (names, types, help).
+LAYOUT_FLAGS = (
+    "--engine-version",
+    "--tp",
+    "--pp",
+    "--quantization",
+    "--kv-cache-dtype",
+    "--dtype",
+    "--gpu-memory-utilization",
+    "--mem-fraction-static",
+    "--max-num-batched-tokens",
+    "--max-num-seqs",
+    "--expert-parallel",
+    "--max-gpus-per-node",
+    "--max-nodes",
+)
+
+
+def _plan_parser() -> argparse.ArgumentParser:
+    from tokenfleet.commands import plan
+
+    parser = argparse.ArgumentParser(add_help=False)
+    plan.add_arguments(parser, "plan")
+    return parser
+
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     del name
+    layout = p.add_argument_group("layout (as in tokenfleet plan; ignored with -f)")
+    for action in _plan_parser()._actions:
+        if any(flag in LAYOUT_FLAGS for flag in action.option_strings):
+            layout._add_action(action)
+    p.add_argument(
+        "-f",
+        "--filename",
+        metavar="FILE",
+        help="replay your own LLMService: model, GPU, engine, layout, SLO and autoscaling "
+        "are taken from the resource (its first LLMService)",
+    )
     p.add_argument(
         "--trace",
         required=True,
@@ -58,6 +96,19 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the synthetic traces and the router"
     )
+    p.add_argument(
+        "--frontier",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="replay fixed fleets of 1, 2, ... replicas and print what each reaches and costs "
+        "(one replay per N; --no-frontier to skip)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a trace with unreadable rows or requests longer than --max-model-len "
+        "(default: drop them and count them in the summary)",
+    )
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.add_argument("--plot", metavar="FILE.png", help="draw load, replicas and p95 TTFT over time")
 
@@ -76,8 +127,60 @@ def _policies(value: str) -> tuple[str, ...]:
     return names
 
 
+def _layout(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """(PlanRequest, spec.autoscaling, SimOptions overrides): from -f, or from the layout
+    flags through the plan command's own request_from_args (its checks included)."""
+    if args.filename:
+        return _from_service(args.filename)
+    from tokenfleet.commands.plan import request_from_args
+
+    defaults = vars(_plan_parser().parse_args(["--model", args.model, "--gpu", args.gpu]))
+    merged = {**defaults, **{k: v for k, v in vars(args).items() if k in defaults}}
+    return request_from_args(argparse.Namespace(**merged)), {}, {}
+
+
+def _from_service(path: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    from tokenfleet.commands.render import load_documents, render_documents
+
+    try:
+        documents = load_documents(path)
+    except UnicodeDecodeError:
+        problem = "is not UTF-8 text"
+        raise PlanError("--filename", path, problem, "give an LLMService YAML") from None
+    rendered = render_documents(documents, path)
+    if not rendered:
+        raise PlanError("--filename", path, "has no LLMService", "give an LLMService YAML")
+    service, p = rendered[0].service, rendered[0].plan
+    spec = service.spec
+    request = dataclasses.replace(
+        p.request,
+        tensor_parallel_size=p.tensor_parallel_size,
+        pipeline_parallel_size=p.pipeline_parallel_size,
+        pipeline_auto=False,
+        max_model_len=p.max_model_len,
+    )
+    auto = spec.autoscaling.model_dump(by_alias=True, exclude_none=True)
+    for key in ("enabled", "minReplicas", "maxReplicas", "prometheus"):
+        auto.pop(key, None)
+    overrides: dict[str, Any] = {
+        "model": spec.model.id,
+        "gpu": spec.gpu.type,
+        "engine": p.engine,
+        "max_model_len": p.max_model_len,
+        "ttft_ms": spec.slo.ttft_ms,
+        "tpot_ms": spec.slo.tpot_ms,
+        "attainment": spec.slo.attainment,
+        "quantile": spec.slo.quantile,
+        "min_replicas": spec.autoscaling.min_replicas,
+        "max_replicas": spec.autoscaling.max_replicas,
+        "target_utilization": spec.autoscaling.target_utilization,
+    }
+    return request, auto, overrides
+
+
 def run(args: argparse.Namespace) -> int:
     from tokenfleet.autoscale import fleetsim_report as report
+    from tokenfleet.autoscale.fleetsim_frontier import frontier
     from tokenfleet.autoscale.fleetsim_run import SimOptions
     from tokenfleet.autoscale.fleetsim_run import run as simulate
     from tokenfleet.autoscale.fleetsim_traces import load
@@ -98,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.plot:
         check_output_file("--plot", args.plot, ".png")
+    request, autoscaling, overrides = _layout(args)
     options = SimOptions(
         model=args.model,
         gpu=args.gpu,
@@ -112,14 +216,22 @@ def run(args: argparse.Namespace) -> int:
         max_replicas=args.max_replicas,
         target_utilization=args.target_utilization,
         seed=args.seed,
+        strict=args.strict,
+        request=request,
+        autoscaling=autoscaling,
     )
-    setup, results = simulate(load(args.trace, args.seed), options, _policies(args.policy))
+    options = dataclasses.replace(options, **overrides)
+    trace = load(args.trace, args.seed, args.strict)
+    setup, results = simulate(trace, options, _policies(args.policy))
+    points = frontier(setup) if args.frontier else ()
     if args.output == "json":
-        json.dump(report.to_json(setup, results), sys.stdout, indent=2)
+        json.dump(report.to_json(setup, results, points), sys.stdout, indent=2)
         print()
     else:
-        print(report.table(setup, results))
+        print(
+            report.table(setup, results) + (report.frontier_table(setup, points) if points else "")
+        )
     if args.plot:
-        report.plot(setup, results, args.plot)
+        report.plot(setup, results, args.plot, points)
         print(f"plot written to {args.plot}", file=sys.stderr)
     return 0

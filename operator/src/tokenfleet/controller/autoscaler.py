@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import functools
 import importlib
 import json
 import logging
@@ -46,6 +47,7 @@ from typing import Any, Protocol, cast, get_args
 
 import kopf
 
+from tokenfleet.autoscale.attainability import Ceiling
 from tokenfleet.autoscale.prometheus import PrometheusClient, PrometheusError
 from tokenfleet.autoscale.signals import (
     DEFAULT_WINDOW_SECONDS,
@@ -63,6 +65,12 @@ from tokenfleet.autoscale.types import (
     Recommendation,
 )
 from tokenfleet.controller import status as st
+from tokenfleet.controller.attainability import CONDITION as CEILING_CONDITION
+from tokenfleet.controller.attainability import (
+    Ceilings,
+    attainability_condition,
+    attainability_status,
+)
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.routing import zero_floor
@@ -271,6 +279,7 @@ def autoscaling_status(
             kv_usage=_round(signals.kv_usage),
             reporting_replicas=signals.reporting_replicas,
             picker_queued=_round(signals.picker_queued),
+            queue_wait_seconds=_round(signals.queue_wait_quantile_seconds),
         ),
         capacity=None
         if capacity is None
@@ -293,6 +302,8 @@ def compose_autoscaler_status(
     *,
     now: float,
     scaled: bool,
+    ceiling: Ceiling | None = None,
+    mix_capacity: float | None = None,
 ) -> dict[str, Any] | None:
     """The whole new status composed onto the CURRENT object: the autoscaler's condition and
     keys replaced, the reconciler's kept. None (write nothing) once the object is being
@@ -304,11 +315,18 @@ def compose_autoscaler_status(
     previous = dict(obj.get("status") or {})
     before = previous.get("autoscaling") or {}
     last_scale = now if scaled else parse_iso(before.get("lastScaleTime"))
+    record = autoscaling_status(decision, observation, now=now, last_scale_at=last_scale)
+    attainability = attainability_status(ceiling)
+    if attainability is not None:
+        record["attainability"] = attainability
+    if mix_capacity is not None and "capacity" in record:
+        record["capacity"]["predictedAtMix"] = round(mix_capacity, 4)
     produced: dict[str, Any] = {
-        "autoscaling": autoscaling_status(decision, observation, now=now, last_scale_at=last_scale),
+        "autoscaling": record,
         "conditions": st.merge_conditions(
             previous.get("conditions") or [],
-            [autoscaling_condition(decision)],
+            [autoscaling_condition(decision)]
+            + ([attainability_condition(ceiling)] if ceiling is not None else []),
             generation=int(meta.get("generation") or 0),
             now=iso(now),
         ),
@@ -368,6 +386,7 @@ class Autoscalers:
         self._waiting: dict[tuple[str, str], asyncio.Event] = {}
         # The kind of the last Prometheus failure per LLMService: one warning per change.
         self._failures: dict[tuple[str, str], str] = {}
+        self._ceilings = Ceilings()  # controller/attainability.py: the SLO's ceiling
         self._logger = logging.getLogger("tokenfleet.autoscaler")
 
     # --- loops -------------------------------------------------------------------------
@@ -447,6 +466,8 @@ class Autoscalers:
         self._wanted.pop(key, None)
         self._histories.pop(key, None)
         self._waiting.pop(key, None)
+        self._failures.pop(key, None)
+        self._ceilings.forget(key)
         self._forget_metrics(*key)
 
     async def _loop(self, key: tuple[str, str], interval: float) -> None:
@@ -542,7 +563,9 @@ class Autoscalers:
             return None
         deadline = self._tick_deadline(float(spec.autoscaling.interval_seconds))
         observation, failure = await self._observe(query, url, now, key, deadline)
-        decide = self._decide or default_decide()
+        ceiling = await self._ceilings.estimate(key, body, service, observation)
+        mix = await self._ceilings.mix_capacity(key, body, service, observation)
+        decide = self._decide or functools.partial(default_decide(), ceiling=ceiling)
         decision = decide(spec, current, observation.signals if observation else None, history, now)
         if failure is not None and decision.held in DATA_HOLDS:
             # The hold says why: what Prometheus did, not only that data is missing.
@@ -563,10 +586,17 @@ class Autoscalers:
             namespace,
             name,
             lambda obj: compose_autoscaler_status(
-                obj, decision, observation, now=now, scaled=scaled
+                obj,
+                decision,
+                observation,
+                now=now,
+                scaled=scaled,
+                ceiling=ceiling,
+                mix_capacity=mix,
             ),
         )
         self._events(body, decision, written.old if written else status)
+        self._ceiling_event(body, ceiling, written.old if written else status)
         self._record_metrics(namespace, name, decision, current)
         return decision
 
@@ -682,6 +712,23 @@ class Autoscalers:
             _post(kopf.warn, body, "AutoscalingHeld", autoscaling_condition(decision).message)
         elif was_held and not now_held:
             _post(kopf.info, body, "AutoscalingResumed", decision.reason)
+
+    def _ceiling_event(
+        self, body: Mapping[str, Any], ceiling: Ceiling | None, previous: Mapping[str, Any]
+    ) -> None:
+        """A Warning when the traffic starts to keep the SLO out of reach, a Normal one when
+        it stops: the transition of the SLOAttainable condition."""
+        if ceiling is None:
+            return
+        before = next(
+            (c for c in previous.get("conditions") or [] if c.get("type") == CEILING_CONDITION),
+            {},
+        )
+        was_limited = before.get("status") == "False"
+        if ceiling.limited and not was_limited:
+            _post(kopf.warn, body, "SLOUnattainable", ceiling.message())
+        elif was_limited and not ceiling.limited:
+            _post(kopf.info, body, "SLOAttainable", ceiling.message())
 
     def _record_metrics(
         self, namespace: str, name: str, decision: Decision, current: FleetState

@@ -11,7 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-CONDITION_TYPES = ("Planned", "Ready", "Progressing", "Degraded", "Autoscaling", "Routing")
+CONDITION_TYPES = (
+    "Planned",
+    "Ready",
+    "Progressing",
+    "Degraded",
+    "Autoscaling",
+    "SLOAttainable",
+    "Routing",
+)
 # Keys the reconciler writes that must disappear when a reconcile no longer produces them
 # (a spec turned invalid has no plan and serves no endpoint). replicas / readyReplicas /
 # selector stay as last seen: the workload keeps running and the scale subresource reads them.

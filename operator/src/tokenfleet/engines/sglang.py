@@ -32,6 +32,11 @@ METRICS = MetricNames(
     generation_tokens="sglang:generation_tokens_total",
     # Per-request TPOT (metrics_collector.py in 0.5.x); older releases only have the ITL.
     request_tpot="sglang:request_time_per_output_token_seconds",
+    # sglang/srt/observability/metrics_collector.py (sglang 0.5.23, the installed engine):
+    # prompt_tokens_histogram and generation_tokens_histogram (the mix), and
+    # queue_time_seconds above (arrival to first scheduling).
+    prompt_length="sglang:prompt_tokens_histogram",
+    output_length="sglang:generation_tokens_histogram",
     ttft_buckets=(
         0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
         200.0, 400.0,

