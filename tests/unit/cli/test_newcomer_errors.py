@@ -37,7 +37,7 @@ def binary(tmp_path: Path) -> Path:
     [
         (["render", "-f", "{}"], "--filename={}", "pass a YAML manifest"),
         ([*PLAN[:2], "{}", *PLAN[3:]], "model={}", "pass a model's config.json"),
-        (["autoscale-sim", "--trace", "{}"], "--trace={}", "give a CSV trace file"),
+        (["autoscale-sim", "--trace", "{}"], "--trace={}", "give a trace file"),
     ],
 )
 def test_a_binary_file_is_one_line(

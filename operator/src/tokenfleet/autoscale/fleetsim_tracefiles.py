@@ -75,7 +75,11 @@ def read_rows(path: str | Path, strict: bool) -> tuple[list[tuple[float, int, in
         text = file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as error:
         raise PlanError(
-            "--trace", str(path), f"cannot be read as UTF-8 text ({error})", "give a text trace"
+            "--trace",
+            str(path),
+            f"cannot be read as UTF-8 text ({error})",
+            "give a trace file: Azure CSV, plain CSV (timestamp_s,input_tokens,output_tokens) or "
+            "JSONL",
         ) from None
     dropped = Dropped()
     stripped = text.lstrip()
