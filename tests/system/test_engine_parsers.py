@@ -30,6 +30,7 @@ import pytest
 
 from tokenfleet import render
 from tokenfleet.capacity import Plan, PlanRequest, get_gpu, load_model, plan
+from tokenfleet.cli import build_parser
 from tokenfleet.commands.render import load_documents, render_documents
 from tokenfleet.engines import NodeRole, engine_command, sglang, vllm
 
@@ -145,7 +146,18 @@ def split_command(command: list[str]) -> tuple[str, list[str]]:
         return "vllm", command[len(vllm.PROGRAM) :]
     if command[: len(sglang.PROGRAM)] == list(sglang.PROGRAM):
         return "sglang", command[len(sglang.PROGRAM) :]
+    if command[:2] == ["tokenfleet", "sim"]:  # spec.engine.simulate: the engine simulator
+        return "tokenfleet-sim", command[1:]
     raise AssertionError(f"not an engine command: {command}")
+
+
+def parse_with_tokenfleet(args: list[str]) -> dict[str, Any]:
+    """The simulator's command through tokenfleet's own CLI parser, as the image runs it."""
+    try:
+        build_parser().parse_args(args)
+    except SystemExit as exit_:
+        return {"error": f"tokenfleet's parser refused {args} (exit {exit_.code})"}
+    return {}
 
 
 @dataclass
@@ -322,11 +334,14 @@ def test_every_example_renders_commands_the_engines_accept() -> None:
     commands = example_commands()
     assert len(commands) >= len(SOURCES)
     by_engine: dict[str, list[tuple[str, list[str]]]] = {"vllm": [], "sglang": []}
+    failures = []
     for label, command in commands:
         engine, args = split_command(command)
-        if engine != "ray-worker":
+        if engine == "tokenfleet-sim":
+            if "error" in (result := parse_with_tokenfleet(args)):
+                failures.append(f"{label}: {result['error']}")
+        elif engine != "ray-worker":
             by_engine[engine].append((label, args))
-    failures = []
     for engine, labelled in by_engine.items():
         if not labelled:
             continue
