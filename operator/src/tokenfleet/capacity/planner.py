@@ -448,6 +448,12 @@ def _validate(req: PlanRequest) -> None:
 
 def plan(req: PlanRequest) -> Plan:
     """Size one replica for the request. Pure; raises PlanError when nothing fits."""
+    return _plan(req)
+
+
+def _plan(req: PlanRequest, floor_rps: float = 0.0) -> Plan:
+    """plan(); `floor_rps`: a goodput below which the caller (cost_choice) drops the plan,
+    so the goodput search may stop there (load.goodput_capacity) and report 0."""
     _validate(req)
     profile = engine_profile(req.engine, req.engine_version)
     fmt = weight_format(req.arch.quantization_config, req.dtype, req.quantization)
@@ -469,7 +475,7 @@ def plan(req: PlanRequest) -> Plan:
         # The lowest GPU cost per good request among single-node layouts (cost_choice.py);
         # None: none starts on one node or none meets the SLO: the fewest-GPUs rule below.
         cheapest = cost_choice.choose(
-            req, layouts, per_node, plan, lambda lay: _estimated_cost(ctx, lay)
+            req, layouts, per_node, plan, lambda lay: _estimated_cost(ctx, lay), _plan
         )
         if cheapest is not None:
             return cheapest
@@ -506,6 +512,7 @@ def plan(req: PlanRequest) -> Plan:
         req.gpu.price_per_hour,
         req.ttft_slo_ms / 1e3,
         req.tpot_slo_ms / 1e3,
+        floor_rps,
     )
     if req.prefix_cache_hit_rate > 0:
         busy = max(slots, 1)
