@@ -41,6 +41,13 @@ def _floor_rps(lay: Layout, req: PlanRequest, cost: float) -> float:
     return lay.tp * lay.pp * req.gpu.price_per_hour / (cost * 3600) * 1e6
 
 
+def _rough(order: Callable[[PlanRequest], float], req: PlanRequest) -> float:
+    try:
+        return order(req)
+    except PlanError:  # planning it raises again, and skips it
+        return math.inf
+
+
 def _label(p: Plan) -> str:
     return f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}"
 
@@ -52,6 +59,7 @@ def choose(
     plan: Callable[[PlanRequest], Plan],
     estimate: Callable[[Layout], float],
     bounded: Callable[[PlanRequest, float], Plan] | None = None,
+    order: Callable[[PlanRequest], float] | None = None,
 ) -> Plan | None:
     """The cheapest single-node layout per good request, or None when no single-node layout
     starts or none meets the SLO (the caller then applies the fewest-GPUs rule).
@@ -65,29 +73,40 @@ def choose(
     whose goodput would leave it costlier than the second cheapest (beyond TIE) can be
     neither the choice, nor in its tie, nor the runner-up the reason names: the floor is
     the goodput that would price it exactly there, so the outcome is the one of planning
-    every layout in full, at a fraction of the goodput-search runs."""
+    every layout in full, at a fraction of the goodput-search runs. `order(req)`: a rough
+    cost to plan the shortlist by, cheapest first, so that the two cheapest are priced
+    early and prune the most (the closed form's order put 8B / L4's cheapest last); the
+    plans are then priced in the shortlist's order, so the order changes no outcome."""
     single = [lay for lay in layouts if lay.tp * lay.pp <= per_node]
     rough = sorted(
         ((estimate(lay), lay.tp * lay.pp, lay.pp, lay) for lay in single),
         key=lambda e: e[:3],
     )
     shortlist = [lay for cost, _, _, lay in rough if cost < math.inf][:PRESCREEN]
-    plans: list[Plan] = []
-    costs: list[float] = []  # the finite costs priced so far, ascending
-    for lay in shortlist:
-        sub = replace(
+    subs = [
+        replace(
             req, tensor_parallel_size=lay.tp, pipeline_parallel_size=lay.pp, pipeline_auto=False
         )
+        for lay in shortlist
+    ]
+    sequence = list(range(len(subs)))
+    if order is not None:
+        sequence.sort(key=lambda i: (_rough(order, subs[i]), i))
+    planned: dict[int, Plan] = {}
+    costs: list[float] = []  # the finite costs priced so far, ascending
+    for i in sequence:
         try:
             if bounded is not None and len(costs) >= 2:
-                plans.append(bounded(sub, _floor_rps(lay, req, costs[1] * (1 + TIE))))
+                floor = _floor_rps(shortlist[i], req, costs[1] * (1 + TIE))
+                planned[i] = bounded(subs[i], floor)
             else:
-                plans.append(plan(sub))
+                planned[i] = plan(subs[i])
         except PlanError:
             continue
-        c = cost_per_million_good(plans[-1])
+        c = cost_per_million_good(planned[i])
         if c < math.inf:
             costs = sorted([*costs, c])
+    plans = [planned[i] for i in sorted(planned)]
     priced = sorted(
         ((cost_per_million_good(p), p) for p in plans if cost_per_million_good(p) < math.inf),
         key=lambda cp: (cp[0], cp[1].gpus_per_replica),
