@@ -42,6 +42,16 @@ def _choose(req: PlanRequest, pruned: bool) -> tuple[Plan | None, int]:
     return chosen, load.open_.cache_info().misses
 
 
+def test_a_free_gpu_prunes_nothing_and_still_plans() -> None:
+    """Price 0 (an on-prem GPU priced at nothing): every cost is 0, the floor must not
+    divide by it; equal costs go to fewer GPUs."""
+    gpu = get_gpu("h100-sxm").with_price(0.0)
+    req = PlanRequest(arch=load_model("meta-llama/Llama-3.1-8B"), gpu=gpu)
+    full, _ = _choose(req, pruned=False)
+    fast, _ = _choose(req, pruned=True)
+    assert fast == full and fast is not None and fast.tensor_parallel_size == 1
+
+
 @pytest.mark.parametrize(("model", "gpu", "kw"), CASES)
 def test_pruned_choice_is_the_full_choice(model: str, gpu: str, kw: dict[str, object]) -> None:
     req = PlanRequest(arch=load_model(model), gpu=get_gpu(gpu), **kw)  # type: ignore[arg-type]

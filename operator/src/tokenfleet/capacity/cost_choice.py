@@ -37,7 +37,10 @@ def cost_per_million_good(p: Plan) -> float:
 
 def _floor_rps(lay: Layout, req: PlanRequest, cost: float) -> float:
     """The goodput (req/s) at which `lay` costs `cost` per 1M good requests: below it, more
-    (cost_per_million_good solved for the goodput)."""
+    (cost_per_million_good solved for the goodput). A free GPU (price 0) prices every layout
+    at 0: no goodput is too low, nothing is pruned."""
+    if cost <= 0:
+        return 0.0
     return lay.tp * lay.pp * req.gpu.price_per_hour / (cost * 3600) * 1e6
 
 
