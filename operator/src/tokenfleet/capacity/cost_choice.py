@@ -35,6 +35,22 @@ def cost_per_million_good(p: Plan) -> float:
     return p.gpus_per_replica * p.gpu.price_per_hour / (goodput * 3600) * 1e6
 
 
+def _floor_rps(lay: Layout, req: PlanRequest, cost: float) -> float:
+    """The goodput (req/s) at which `lay` costs `cost` per 1M good requests: below it, more
+    (cost_per_million_good solved for the goodput). A free GPU (price 0) prices every layout
+    at 0: no goodput is too low, nothing is pruned."""
+    if cost <= 0:
+        return 0.0
+    return lay.tp * lay.pp * req.gpu.price_per_hour / (cost * 3600) * 1e6
+
+
+def _rough(order: Callable[[PlanRequest], float], req: PlanRequest) -> float:
+    try:
+        return order(req)
+    except PlanError:  # planning it raises again, and skips it
+        return math.inf
+
+
 def _label(p: Plan) -> str:
     return f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}"
 
@@ -45,28 +61,55 @@ def choose(
     per_node: int,
     plan: Callable[[PlanRequest], Plan],
     estimate: Callable[[Layout], float],
+    bounded: Callable[[PlanRequest, float], Plan] | None = None,
+    order: Callable[[PlanRequest], float] | None = None,
 ) -> Plan | None:
     """The cheapest single-node layout per good request, or None when no single-node layout
     starts or none meets the SLO (the caller then applies the fewest-GPUs rule).
 
     `estimate` is the closed-form model's cost per good request of a layout (inf when it
     does not start or meets the SLO at no rate: not planned); the PRESCREEN cheapest by it
-    are planned in full (virtual-time runs, which set the order)."""
+    are planned in full (virtual-time runs, which set the order).
+
+    `bounded(req, floor_rps)`: plan() told that a goodput below floor_rps will be dropped
+    (its search then stops early and reports 0). Once two layouts are priced, a layout
+    whose goodput would leave it costlier than the second cheapest (beyond TIE) can be
+    neither the choice, nor in its tie, nor the runner-up the reason names: the floor is
+    the goodput that would price it exactly there, so the outcome is the one of planning
+    every layout in full, at a fraction of the goodput-search runs. `order(req)`: a rough
+    cost to plan the shortlist by, cheapest first, so that the two cheapest are priced
+    early and prune the most (the closed form's order put 8B / L4's cheapest last); the
+    plans are then priced in the shortlist's order, so the order changes no outcome."""
     single = [lay for lay in layouts if lay.tp * lay.pp <= per_node]
     rough = sorted(
         ((estimate(lay), lay.tp * lay.pp, lay.pp, lay) for lay in single),
         key=lambda e: e[:3],
     )
     shortlist = [lay for cost, _, _, lay in rough if cost < math.inf][:PRESCREEN]
-    plans: list[Plan] = []
-    for lay in shortlist:
-        sub = replace(
+    subs = [
+        replace(
             req, tensor_parallel_size=lay.tp, pipeline_parallel_size=lay.pp, pipeline_auto=False
         )
+        for lay in shortlist
+    ]
+    sequence = list(range(len(subs)))
+    if order is not None:
+        sequence.sort(key=lambda i: (_rough(order, subs[i]), i))
+    planned: dict[int, Plan] = {}
+    costs: list[float] = []  # the finite costs priced so far, ascending
+    for i in sequence:
         try:
-            plans.append(plan(sub))
+            if bounded is not None and len(costs) >= 2:
+                floor = _floor_rps(shortlist[i], req, costs[1] * (1 + TIE))
+                planned[i] = bounded(subs[i], floor)
+            else:
+                planned[i] = plan(subs[i])
         except PlanError:
             continue
+        c = cost_per_million_good(planned[i])
+        if c < math.inf:
+            costs = sorted([*costs, c])
+    plans = [planned[i] for i in sorted(planned)]
     priced = sorted(
         ((cost_per_million_good(p), p) for p in plans if cost_per_million_good(p) < math.inf),
         key=lambda cp: (cp[0], cp[1].gpus_per_replica),

@@ -222,13 +222,20 @@ def goodput_capacity(
     guess_rps: float,
     one: LoadStats,
     probe_rps: float | None = None,
+    floor_rps: float = 0.0,
 ) -> tuple[float, LoadStats | None]:
     """Highest open-loop rate (req/s) at which GOODPUT_ATTAINMENT of the requests meet both
     SLOs, and the run at that rate. `ceiling_rps`: a rate the replica cannot sustain (the top
     of the search); `guess_rps`: where to look first (the closed-loop rate at the target
     concurrency when that meets the SLO); `one`: a lone request's run (if even it misses the
     SLO, the capacity is 0 without a search); `probe_rps`: where to look next when the guess
-    passes (default 1.6 x the guess)."""
+    passes (default 1.6 x the guess); `floor_rps`: a rate below which the caller has no use
+    for the capacity (cost_choice: the layout would cost more than two planned ones).
+
+    The capacity returned is never above the bracket's top `hi` at any point of the search
+    (lo only rises to rates below hi, hi only falls to rates above lo, and the halvings
+    return hi / 2**k or 0), so once hi < floor_rps the search stops with (0.0, None): exact
+    pruning, it never changes a capacity at or above the floor."""
     slo = (ttft_slo_s, tpot_slo_s)
     if one.ttft_p50 > ttft_slo_s or one.tpot_p50 > tpot_slo_s:
         return 0.0, None
@@ -244,6 +251,8 @@ def goodput_capacity(
         return not stats.saturated and stats.attainment >= GOODPUT_ATTAINMENT
 
     lo, hi, best = 0.0, ceiling_rps, None
+    if hi < floor_rps:
+        return 0.0, None
     guess = min(max(guess_rps, 0.05 * ceiling_rps), 0.9 * ceiling_rps)
     stats = run(guess)
     if ok(stats):
@@ -255,6 +264,8 @@ def goodput_capacity(
     else:
         hi = guess
     for _ in range(BISECTION_STEPS - 1):
+        if hi < floor_rps:
+            return 0.0, None
         if hi - lo <= RESOLUTION * hi:
             break
         mid = (lo + hi) / 2
@@ -268,6 +279,8 @@ def goodput_capacity(
     # far above the Poisson capacity: bursts), keep halving rather than report 0.
     for _ in range(EXTRA_HALVINGS if best is None else 0):
         hi /= 2
+        if hi < floor_rps:
+            return 0.0, None
         stats = run(hi)
         if ok(stats):
             lo, best = hi, stats
@@ -286,9 +299,11 @@ def predict_under_load(
     price_per_gpu_hour: float,
     ttft_slo_s: float,
     tpot_slo_s: float,
+    floor_rps: float = 0.0,
 ) -> Prediction:
     """plan()'s prediction for one replica: closed loop at the target concurrency, the
-    saturation throughput (every slot busy) and the goodput capacity."""
+    saturation throughput (every slot busy) and the goodput capacity (0 when below
+    `floor_rps`: goodput_capacity)."""
     at = closed(timer, replica, concurrency, input_tokens, output_tokens)
     full = (
         at
@@ -316,6 +331,7 @@ def predict_under_load(
         guess,
         one,
         probe,
+        floor_rps,
     )
     # A rate the replica sustains is below its saturation throughput by definition.
     saturation = max(saturation, rate)

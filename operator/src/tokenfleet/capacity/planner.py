@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from tokenfleet.capacity import cost_choice, sglang_memory
 from tokenfleet.capacity.architecture import ModelArch
@@ -448,20 +449,15 @@ def _validate(req: PlanRequest) -> None:
 
 def plan(req: PlanRequest) -> Plan:
     """Size one replica for the request. Pure; raises PlanError when nothing fits."""
+    return _plan(req)
+
+
+def _plan(req: PlanRequest, floor_rps: float = 0.0) -> Plan:
+    """plan(); `floor_rps`: a goodput below which the caller (cost_choice) drops the plan,
+    so the goodput search may stop there (load.goodput_capacity) and report 0."""
     _validate(req)
-    profile = engine_profile(req.engine, req.engine_version)
-    fmt = weight_format(req.arch.quantization_config, req.dtype, req.quantization)
-    per_node = min(req.max_gpus_per_node or req.gpu.gpus_per_node, req.gpu.gpus_per_node)
-    batched_default, seqs_default = default_batch_limits(req.engine, req.gpu)
-    ctx = _Context(
-        req,
-        profile,
-        fmt,
-        kv_dtype_bytes(req.kv_cache_dtype, fmt.dtype_bytes),
-        per_node,
-        req.max_num_batched_tokens or batched_default,
-        seqs_default,
-    )
+    ctx = _context(req)
+    profile, fmt, per_node = ctx.profile, ctx.fmt, ctx.per_node
     layouts = _candidates(req, per_node)
     if req.target_requests_per_second is not None:
         return _plan_fleet(req, layouts, per_node)
@@ -469,32 +465,24 @@ def plan(req: PlanRequest) -> Plan:
         # The lowest GPU cost per good request among single-node layouts (cost_choice.py);
         # None: none starts on one node or none meets the SLO: the fewest-GPUs rule below.
         cheapest = cost_choice.choose(
-            req, layouts, per_node, plan, lambda lay: _estimated_cost(ctx, lay)
+            req,
+            layouts,
+            per_node,
+            plan,
+            lambda lay: _estimated_cost(ctx, lay),
+            _plan,
+            _saturation_cost,
         )
         if cheapest is not None:
             return cheapest
-    ev, max_len, why, warnings, considered = _choose(ctx, layouts)
-    request_tokens = min(req.input_tokens + req.output_tokens, max_len)
-    max_seqs = req.max_num_seqs or _max_num_seqs(ctx, ev, request_tokens)
-    if max_seqs != (req.max_num_seqs or seqs_default):
-        ev = evaluate(
-            req.arch,
-            req.gpu,
-            profile,
-            fmt,
-            ev.layout,
-            replace(_settings(ctx, ev.layout, max_len), max_num_seqs=max_seqs),
-        )
+    ev, max_len, why, warnings, considered, max_seqs, step, slots, replica, prefill = _size(
+        ctx, layouts
+    )
     if req.objective == "cost":  # the reason quotes the final numbers
         c = considered
         why = _cost_reason(ctx, ev, c.smallest, c.evaluated, c.startable, c.per_request, max_len)
     warnings += _warnings(ctx, ev, max_len)
     gpus = _gpus(ev)
-    step = _step_model(ctx, ev)
-    slots = min(max_seqs, ev.kv_tokens // max(request_tokens, 1))
-    replica = Replica.of(req.engine, ev.kv_tokens, max_seqs, ctx.batched, max_len, ev.layout.pp)
-    # Prefix-cache hits skip their prefill: the load runs on the tokens left to compute.
-    prefill = prefill_tokens(req.input_tokens, req.prefix_cache_hit_rate)
     prediction = predict_under_load(
         step,
         replica,
@@ -506,6 +494,7 @@ def plan(req: PlanRequest) -> Plan:
         req.gpu.price_per_hour,
         req.ttft_slo_ms / 1e3,
         req.tpot_slo_ms / 1e3,
+        floor_rps,
     )
     if req.prefix_cache_hit_rate > 0:
         busy = max(slots, 1)
@@ -551,6 +540,72 @@ def plan(req: PlanRequest) -> Plan:
         request=req,
         expert_parallel=req.expert_parallel,
     )
+
+
+def _context(req: PlanRequest) -> _Context:
+    fmt = weight_format(req.arch.quantization_config, req.dtype, req.quantization)
+    batched_default, seqs_default = default_batch_limits(req.engine, req.gpu)
+    return _Context(
+        req,
+        engine_profile(req.engine, req.engine_version),
+        fmt,
+        kv_dtype_bytes(req.kv_cache_dtype, fmt.dtype_bytes),
+        min(req.max_gpus_per_node or req.gpu.gpus_per_node, req.gpu.gpus_per_node),
+        req.max_num_batched_tokens or batched_default,
+        seqs_default,
+    )
+
+
+class _Sized(NamedTuple):
+    """A replica sized for the request, before its load runs."""
+
+    ev: Evaluation
+    max_len: int
+    why: str
+    warnings: list[str]
+    considered: _Considered
+    max_seqs: int
+    step: StepModel
+    slots: int
+    replica: Replica
+    prefill: int  # prompt tokens left to compute per request (after prefix-cache hits)
+
+
+def _size(ctx: _Context, layouts: list[Layout]) -> _Sized:
+    req = ctx.req
+    ev, max_len, why, warnings, considered = _choose(ctx, layouts)
+    request_tokens = min(req.input_tokens + req.output_tokens, max_len)
+    max_seqs = req.max_num_seqs or _max_num_seqs(ctx, ev, request_tokens)
+    if max_seqs != (req.max_num_seqs or ctx.max_seqs_default):
+        ev = evaluate(
+            req.arch,
+            req.gpu,
+            ctx.profile,
+            ctx.fmt,
+            ev.layout,
+            replace(_settings(ctx, ev.layout, max_len), max_num_seqs=max_seqs),
+        )
+    step = _step_model(ctx, ev)
+    slots = min(max_seqs, ev.kv_tokens // max(request_tokens, 1))
+    replica = Replica.of(req.engine, ev.kv_tokens, max_seqs, ctx.batched, max_len, ev.layout.pp)
+    # Prefix-cache hits skip their prefill: the load runs on the tokens left to compute.
+    prefill = prefill_tokens(req.input_tokens, req.prefix_cache_hit_rate)
+    return _Sized(ev, max_len, why, warnings, considered, max_seqs, step, slots, replica, prefill)
+
+
+def _saturation_cost(req: PlanRequest) -> float:
+    """GPU cost per 1M requests at the replica's closed-loop saturation throughput: the
+    order cost_choice plans layouts in. Only the closed runs plan() itself starts with
+    (load.predict_under_load), cached: the full plan reuses them."""
+    ctx = _context(req)
+    s = _size(ctx, _candidates(req, ctx.per_node))
+    c, out = req.concurrency, req.output_tokens
+    at = closed(s.step, s.replica, c, s.prefill, out)
+    full = at if s.slots <= c else closed(s.step, s.replica, max(s.slots, 1), s.prefill, out)
+    rps = max(at.requests_per_second, full.requests_per_second)
+    if rps <= 0:
+        return math.inf
+    return _gpus(s.ev) * req.gpu.price_per_hour / (rps * 3600) * 1e6
 
 
 def _plan_fleet(req: PlanRequest, layouts: list[Layout], per_node: int) -> Plan:
