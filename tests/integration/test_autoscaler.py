@@ -366,3 +366,45 @@ async def test_a_users_scale_during_a_decision_wins(
     )
     assert llms(cluster, NAME)["spec"]["replicas"] == 1  # the stale decision wrote nothing
     assert f"{LLMS_PATH}/{NAME}/scale" in cluster.conflicts
+
+
+async def test_the_observed_prefix_hit_rate_feeds_the_predicted_capacity(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """No workload.prefixCacheHitRate: the engines' hit rate re-plans the capacity the
+    policy starts from, and status shows both; a configured rate wins over it."""
+    source = Source()
+    policy = StubPolicy()
+    await start(start_operator, source, policy)
+    body = autoscaled()
+    body["spec"].setdefault("workload", {}).update({"inputTokens": 3000, "outputTokens": 64})
+    await create(cluster, body)
+    plan = await eventually(lambda: status(cluster).get("plan"), what="the plan")
+    planned = round(plan["predicted"]["goodputRequestsPerSecond"], 4)
+    source.current = Signals(at=0.0, reporting_replicas=1, request_rate=1.0,
+                             prefix_cache_hit_rate=0.6)  # fmt: skip
+    auto = await eventually(
+        lambda: (
+            (a := status(cluster).get("autoscaling") or {})
+            .get("signals", {})
+            .get("prefixCacheHitRate")
+            == 0.6
+            and a
+        ),
+        what="the hit rate in status.autoscaling.signals",
+    )
+    assert auto["capacity"]["predicted"] > planned
+    await patch(cluster, f"{LLMS_PATH}/{NAME}", {"spec": {"workload": {"prefixCacheHitRate": 0.1}}})
+    await eventually(
+        lambda: status(cluster).get("observedGeneration") == 2,
+        what="the plan at the configured hit rate",
+    )
+    configured = round(status(cluster)["plan"]["predicted"]["goodputRequestsPerSecond"], 4)
+    assert configured != auto["capacity"]["predicted"]
+    await eventually(
+        lambda: (
+            (status(cluster).get("autoscaling") or {}).get("capacity", {}).get("predicted")
+            == configured
+        ),
+        what="the configured hit rate's plan in status.autoscaling.capacity",
+    )

@@ -274,6 +274,9 @@ def test_request_rate_reporting_replicas_and_scoping(fleet: Fleet) -> None:
         assert rate is not None and rate * window == pytest.approx(sent, rel=0.1), (name, rate)
         age = obs.signals.newest_sample_age_seconds
         assert age is not None and 0 <= age < 5.0  # scraped every second
+        # The simulators export the engines' prefix-cache series but model no cache: the
+        # observed hit rate is a measured 0 (vLLM: hits 0 over queries > 0; SGLang's gauge).
+        assert obs.signals.prefix_cache_hit_rate == 0.0, name
 
 
 @pytest.mark.parametrize(
@@ -328,6 +331,7 @@ def test_zero_load_reads_as_no_data_not_as_zero(fleet: Fleet) -> None:
     assert s.ttft_quantile_seconds is None and s.ttft_attainment is None
     assert s.tpot_attainment is None and s.goodput is None
     assert s.running_per_replica == 0.0 and s.waiting_per_replica == 0.0
+    assert s.prefix_cache_hit_rate is None  # no prompt in the window: 0/0, not a 0 hit rate
 
 
 def test_nothing_for_an_llmservice_nobody_scrapes(fleet: Fleet) -> None:

@@ -117,6 +117,9 @@ class Signals(StatusModel):
     queue_wait_seconds: float | None = Field(default=None, ge=0)
     """Wait in the engines' queue at slo.quantile (0: below the histogram's first bucket):
     the part of TTFT more replicas shorten."""
+    prefix_cache_hit_rate: float | None = Field(default=None, ge=0, le=1)
+    """Share of prompt tokens the engines served from their prefix cache over the signal
+    window; fed forward into the plan when spec.workload.prefixCacheHitRate is unset."""
 
 
 class AttainabilityStatus(StatusModel):

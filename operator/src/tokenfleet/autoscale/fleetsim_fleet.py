@@ -1,6 +1,11 @@
 """The modelled fleet: replicas that take `cold_start` seconds to become ready, a router, and
 scale-down that removes starting replicas first, then the least busy ready one, which stops
 taking requests and finishes its in-flight ones (pod-deletion-cost + a drain).
+
+Routers (`routing`): "load" (default) is power of two choices on outstanding requests;
+"affinity" is the endpoint picker's prefix-cache scorer: the replica holding the most
+leading prefix blocks of the prompt, ties and misses to the least loaded; "round-robin"
+is a plain Service's spread, blind to caches and load.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from dataclasses import dataclass, field
 
 from tokenfleet.autoscale.fleetsim_replica import FastReplica, FleetRequest
 from tokenfleet.sim.scheduler import SchedulerConfig, StepTimer
+
+ROUTINGS = ("load", "affinity", "round-robin")
 
 
 @dataclass(frozen=True)
@@ -43,9 +50,11 @@ class Fleet:
     retired: list[SimReplica] = field(default_factory=list)
     pending: list[FleetRequest] = field(default_factory=list)  # arrived while none was ready
     scale_events: int = 0
+    routing: str = "load"
 
     def __post_init__(self) -> None:
         self._rng = random.Random(f"router:{self.seed}")
+        self._turn = 0  # round robin's position
 
     # -- size ------------------------------------------------------------------------------
     @property
@@ -87,12 +96,29 @@ class Fleet:
         if not ready:
             self.pending.append(request)
             return
-        # Power of two choices on outstanding requests: a load-aware gateway's routing at
-        # O(1) per request (a plain Service is random, llm-d's EPP looks at every pod).
-        pick = [ready[0]] if len(ready) == 1 else self._rng.sample(ready, 2)
-        for replica in pick:
-            replica.model.advance(now)
-        target = min(pick, key=lambda r: (r.model.outstanding, r.index))
+        if self.routing == "round-robin":
+            target = ready[self._turn % len(ready)]
+            self._turn += 1
+            target.model.advance(now)
+        elif self.routing == "affinity":
+            for replica in ready:
+                replica.model.advance(now)
+            blocks = request.blocks
+            target = max(
+                ready,
+                key=lambda r: (
+                    r.model.prefix.leading(blocks) if blocks else 0,
+                    -r.model.outstanding,
+                    -r.index,
+                ),
+            )
+        else:
+            # Power of two choices on outstanding requests: a load-aware gateway's routing
+            # at O(1) per request (a plain Service is random, llm-d's EPP looks at every pod).
+            pick = [ready[0]] if len(ready) == 1 else self._rng.sample(ready, 2)
+            for replica in pick:
+                replica.model.advance(now)
+            target = min(pick, key=lambda r: (r.model.outstanding, r.index))
         request.replica = target.index
         target.model.add(request)
 

@@ -25,6 +25,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+from tokenfleet.autoscale.fleetsim_prefix import PrefixCache
 from tokenfleet.sim.scheduler import SchedulerConfig, StepTimer
 
 
@@ -39,6 +40,8 @@ class FleetRequest:
     finished_at: float | None = None
     replica: int = -1
     scheduled_at: float | None = None  # admitted to the running batch: the end of its queue wait
+    blocks: tuple[int, ...] = ()  # the trace's prefix block ids (fleetsim_prefix)
+    cached: int = 0  # prompt tokens served from the replica's prefix cache
 
     @property
     def queue_wait(self) -> float:
@@ -82,6 +85,7 @@ class FastReplica:
         self.last_finish = start
         self.first_tokens: list[FleetRequest] = []  # events since the caller last drained them
         self.finished: list[FleetRequest] = []
+        self.prefix = PrefixCache(config.kv_cache_tokens)
 
     # -- what the metrics read ---------------------------------------------------------------
     @property
@@ -134,7 +138,10 @@ class FastReplica:
             self.waiting.popleft()
             request.scheduled_at = max(self.now, request.arrival)
             self.kv_used += need
-            self.prefilling.append(_Prefill(request, request.prompt))
+            if request.blocks:
+                request.cached = self.prefix.use(request.blocks, request.prompt)
+            # A prefix hit skips that part of the prefill; its attention still reads it.
+            self.prefilling.append(_Prefill(request, request.prompt - request.cached))
 
     def _mixed_step(self) -> None:
         decode = len(self.decoding)

@@ -191,3 +191,36 @@ def plot(
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def routing_json(by_routing: dict[str, dict[str, RunResult]]) -> dict[str, Any]:
+    return {
+        routing: {
+            name: {
+                "prefixCacheHitRate": round(r.prefix_hit_rate, 4),
+                "ttftAttainment": round(r.ttft_attainment, 4),
+                "sloAttainment": round(r.attainment, 4),
+                "gpuHours": round(r.gpu_hours, 3),
+            }
+            for name, r in results.items()
+        }
+        for routing, results in by_routing.items()
+    }
+
+
+def routing_table(by_routing: dict[str, dict[str, RunResult]]) -> str:
+    """Each policy behind each router (--routing compare)."""
+    lines = [
+        "",
+        "routing (prefix cache hit rate in prompt tokens, from the trace's prefix blocks):",
+        f"{'routing':<13}{'policy':<12}{'hit rate':>10}{'TTFT attainment':>17}"
+        f"{'SLO attainment':>16}{'GPU-hours':>11}",
+    ]
+    for routing, results in by_routing.items():
+        for name, r in results.items():
+            lines.append(
+                f"{routing:<13}{name:<12}{r.prefix_hit_rate:>10.1%}{r.ttft_attainment:>17.2%}"
+                f"{r.attainment:>16.2%}"
+                f"{r.gpu_hours:>11.2f}"
+            )
+    return "\n".join(lines)

@@ -73,6 +73,7 @@ class SimOptions:
     target_utilization: float | None = None  # default: the operator's (spec.autoscaling)
     seed: int = 0
     strict: bool = False  # refuse a trace with rows the model cannot serve, instead of dropping
+    routing: str = "load"  # fleetsim_fleet.ROUTINGS: the router in front of the replicas
     request: PlanRequest | None = None
     """The layout to replay (the plan flags, or an LLMService's): None plans model + gpu +
     engine as the planner would. Its lengths and SLO are replaced by the trace's and ours."""
@@ -121,6 +122,18 @@ class RunResult:
     scale_events: int
     timeline: list[TimelinePoint] = field(default_factory=list)
     autoscaler: Autoscaler | None = None
+    routing: str = "load"
+    prefix_hits: int = 0  # prompt tokens served from a replica's prefix cache
+    prefix_queries: int = 0  # prompt tokens of the requests that carry prefix blocks
+    ttft_good: int = 0  # requests whose first token came within ttftMs
+
+    @property
+    def ttft_attainment(self) -> float:
+        return self.ttft_good / self.requests if self.requests else 1.0
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        return self.prefix_hits / self.prefix_queries if self.prefix_queries else 0.0
 
     @property
     def attainment(self) -> float:
@@ -402,13 +415,14 @@ def make_autoscaler(name: str, setup: Setup) -> Autoscaler:
     raise PlanError("--policy", name, "is not a policy", f"use one of {', '.join(POLICIES)} or all")
 
 
-def run_policy(setup: Setup, autoscaler: Autoscaler) -> RunResult:
+def run_policy(setup: Setup, autoscaler: Autoscaler, routing: str | None = None) -> RunResult:
     o = setup.options
     trace = setup.trace
-    fleet = Fleet(setup.shape, o.cold_start, o.seed)
+    routing = routing or o.routing
+    fleet = Fleet(setup.shape, o.cold_start, o.seed, routing=routing)
     fleet.start(autoscaler.initial(), 0.0, warm=True)
     window = metrics.Window([], [])
-    requests = [FleetRequest(r.at, r.prompt, r.output) for r in trace.requests]
+    requests = [FleetRequest(r.at, r.prompt, r.output, blocks=r.blocks) for r in trace.requests]
     arrivals: list[float] = []
     timeline: list[TimelinePoint] = []
     step = metrics.SCRAPE_INTERVAL_S
@@ -471,6 +485,12 @@ def run_policy(setup: Setup, autoscaler: Autoscaler) -> RunResult:
         scale_events=fleet.scale_events,
         timeline=timeline,
         autoscaler=autoscaler,
+        routing=routing,
+        prefix_hits=sum(r.cached for r in requests),
+        prefix_queries=sum(r.prompt for r in requests if r.blocks),
+        ttft_good=sum(
+            1 for r in requests if r.first_token_at is not None and r.ttft <= o.ttft_ms / 1000
+        ),
     )
 
 
@@ -502,6 +522,19 @@ def run(
 ) -> tuple[Setup, dict[str, RunResult]]:
     setup = prepare(trace, options)
     return setup, {name: run_policy(setup, make_autoscaler(name, setup)) for name in policies}
+
+
+def run_routings(
+    setup: Setup, policies: tuple[str, ...], routings: tuple[str, ...]
+) -> dict[str, dict[str, RunResult]]:
+    """Each policy replayed behind each router: what affinity buys on a trace with
+    prefix blocks, in hit rate, attainment and GPU-hours."""
+    return {
+        routing: {
+            name: run_policy(setup, make_autoscaler(name, setup), routing) for name in policies
+        }
+        for routing in routings
+    }
 
 
 def ratio(a: float, b: float) -> float:

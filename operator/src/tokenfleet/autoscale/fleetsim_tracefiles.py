@@ -4,7 +4,9 @@
   as `2023-11-16 18:15:46.6805900` or seconds.
 - Plain CSV: `timestamp_s,input_tokens,output_tokens`.
 - JSONL, one request per line: `timestamp` in milliseconds, `input_length`, `output_length`
-  (Mooncake's trace format; other keys such as `hash_ids` are ignored).
+  (Mooncake's trace format). Its optional `hash_ids`, the prompt's 512-token prefix block
+  ids, are kept for the prefix cache and affinity routing (fleetsim_prefix); other keys
+  are ignored.
 
 Real traces have outliers: a row that cannot be read (a bad number, a zero length) is
 dropped and counted by reason, with the first line of each reason kept for the summary;
@@ -28,6 +30,7 @@ AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 PLAIN = ("timestamp_s", "input_tokens", "output_tokens")
 JSONL = ("timestamp", "input_length", "output_length")
 MAX_BYTES = 512 * 1024 * 1024  # a trace larger than this is not replayed in one process
+Row = tuple[float, int, int, tuple[int, ...]]  # seconds, prompt, output, prefix block ids
 
 
 class _BadRow(ValueError):
@@ -57,8 +60,9 @@ class Dropped:
         )
 
 
-def read_rows(path: str | Path, strict: bool) -> tuple[list[tuple[float, int, int]], Dropped]:
-    """(seconds, prompt tokens, output tokens) of every readable row, and what was dropped."""
+def read_rows(path: str | Path, strict: bool) -> tuple[list[Row], Dropped]:
+    """(seconds, prompt tokens, output tokens, prefix blocks) of every readable row, and
+    what was dropped."""
     file = Path(path)
     if not file.is_file():
         raise PlanError(
@@ -95,9 +99,7 @@ def read_rows(path: str | Path, strict: bool) -> tuple[list[tuple[float, int, in
     return rows, dropped
 
 
-def _csv(
-    path: str | Path, text: str, strict: bool, dropped: Dropped
-) -> list[tuple[float, int, int]]:
+def _csv(path: str | Path, text: str, strict: bool, dropped: Dropped) -> list[Row]:
     reader = csv.reader(text.splitlines())
     header = [c.strip() for c in next(reader, [])]
     for columns in (AZURE, PLAIN):
@@ -115,23 +117,22 @@ def _csv(
             "input_length, output_length",
         )
     azure = columns == AZURE
-    rows: list[tuple[float, int, int]] = []
+    rows: list[Row] = []
     for line, cells in enumerate(reader, start=2):
         if not cells or not any(c.strip() for c in cells):
             continue
         values = [cells[i].strip() if i < len(cells) else "" for i in index]
         try:
             at = _seconds(values[0], columns[0], azure)
-            rows.append((at, _tokens(values[1], columns[1]), _tokens(values[2], columns[2])))
+            prompt, output = _tokens(values[1], columns[1]), _tokens(values[2], columns[2])
+            rows.append((at, prompt, output, ()))
         except _BadRow as bad:
             _drop(path, line, bad, strict, dropped)
     return rows
 
 
-def _jsonl(
-    path: str | Path, text: str, strict: bool, dropped: Dropped
-) -> list[tuple[float, int, int]]:
-    rows: list[tuple[float, int, int]] = []
+def _jsonl(path: str | Path, text: str, strict: bool, dropped: Dropped) -> list[Row]:
+    rows: list[Row] = []
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -153,6 +154,7 @@ def _jsonl(
                     at,
                     _tokens(item["input_length"], JSONL[1]),
                     _tokens(item["output_length"], JSONL[2]),
+                    _blocks(item.get("hash_ids", [])),
                 )
             )
         except _BadRow as bad:
@@ -164,6 +166,19 @@ def _drop(path: str | Path, line: int, bad: _BadRow, strict: bool, dropped: Drop
     if strict:
         raise PlanError(f"{path} line {line} {bad.column}", bad.value, bad.reason, bad.fix)
     dropped.add(f"{bad.column} {bad.reason}", f"line {line}")
+
+
+def _blocks(value: object) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        raise _BadRow(
+            "hash_ids",
+            str(value)[:40],
+            "is not a list of integer block ids",
+            "fix or drop the row, or remove hash_ids",
+        )
+    return tuple(value)
 
 
 def _number(value: object, column: str) -> float:

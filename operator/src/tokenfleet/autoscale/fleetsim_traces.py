@@ -35,6 +35,7 @@ class TraceRequest:
     at: float  # seconds from the start of the trace
     prompt: int
     output: int
+    blocks: tuple[int, ...] = ()  # prefix block ids (Mooncake's hash_ids), if the trace has them
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def load_csv(path: str | Path, strict: bool = False) -> Trace:
     shifted to start at 0. Unreadable rows are dropped and counted (`strict`: refused)."""
     rows, dropped = read_rows(path, strict)
     start = min(r[0] for r in rows)
-    requests = sorted((TraceRequest(t - start, p, o) for t, p, o in rows), key=lambda r: r.at)
+    requests = sorted((TraceRequest(t - start, p, o, b) for t, p, o, b in rows), key=lambda r: r.at)
     duration = max(r.at for r in requests) + 1.0
     return Trace(Path(path).name, tuple(requests), duration, arrival_cv(requests), dropped)
 

@@ -153,6 +153,22 @@ def picker_queue_query(sel: str) -> str:
     return f"sum(llm_d_epp_flow_control_queue_size{sel}) or (0 * max(llm_d_epp_info{sel}))"
 
 
+def prefix_hit_rate_query(names: MetricNames, sel: str, window_s: float) -> str | None:
+    """Share of prompt tokens served from the engines' prefix cache over the window, whole
+    LLMService: hits / queries of prompt tokens (vLLM's counters; 0/0, no prompt, is NaN),
+    or the mean over the window of the engine's own hit-rate gauge (SGLang's). None: the
+    engine exports neither."""
+    window = _window(window_s)
+    if names.prefix_cache_hits and names.prefix_cache_queries:
+        return (
+            f"sum(rate({names.prefix_cache_hits}{sel}[{window}])) / "
+            f"sum(rate({names.prefix_cache_queries}{sel}[{window}]))"
+        )
+    if names.prefix_cache_hit_rate:
+        return f"avg(avg_over_time({names.prefix_cache_hit_rate}{sel}[{window}]))"
+    return None
+
+
 def request_rate_query(names: MetricNames, sel: str, window_s: float) -> str:
     """Finished requests per second over the window, whole LLMService (any finish reason)."""
     return f"sum(rate({names.request_success}{sel}[{_window(window_s)}]))"
@@ -332,6 +348,9 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         "picker_queued": picker_queue_query(sel),
         "wait_q": queue_wait_quantile_query(names, sel, query.quantile, w),
     }
+    prefix = prefix_hit_rate_query(names, sel, w)
+    if prefix is not None:
+        texts["prefix"] = prefix
     if names.prompt_length:
         texts["prompts"] = length_histogram_query(names.prompt_length, sel, MIX_WINDOW_SECONDS)
     if names.output_length:
@@ -369,6 +388,7 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         queue_wait_quantile_seconds=resolved_wait(
             finite(got["wait_q"]), les.get(names.queue_time, ())
         ),
+        prefix_cache_hit_rate=clamp01(finite(got["prefix"])) if "prefix" in got else None,
     )
     prompts = length_histogram(got["prompts"]) if "prompts" in got else None
     output = finite(got["output"]) if "output" in got else None

@@ -60,6 +60,9 @@ class Signals:
     queue_wait_quantile_seconds: float | None = None
     """Wait in the engines' queue at slo.quantile (vllm:request_queue_time_seconds,
     sglang:queue_time_seconds): the part of TTFT more replicas shorten."""
+    prefix_cache_hit_rate: float | None = None
+    """Share of prompt tokens the engines served from their prefix cache over the window
+    (signals.prefix_hit_rate_query); None: no prompt, or the engine exports none."""
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,14 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="refuse a trace with unreadable rows or requests longer than --max-model-len "
         "(default: drop them and count them in the summary)",
     )
+    p.add_argument(
+        "--routing",
+        choices=("load", "affinity", "round-robin", "compare"),
+        default="load",
+        help="the router: load (power of two choices, default), affinity (the endpoint "
+        "picker's prefix-cache scorer over the trace's hash_ids), round-robin (a plain "
+        "Service), or compare (affinity and round robin side by side)",
+    )
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.add_argument("--plot", metavar="FILE.png", help="draw load, replicas and p95 TTFT over time")
 
@@ -181,7 +189,7 @@ def _from_service(path: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     from tokenfleet.autoscale import fleetsim_report as report
     from tokenfleet.autoscale.fleetsim_frontier import frontier
-    from tokenfleet.autoscale.fleetsim_run import SimOptions
+    from tokenfleet.autoscale.fleetsim_run import SimOptions, run_routings
     from tokenfleet.autoscale.fleetsim_run import run as simulate
     from tokenfleet.autoscale.fleetsim_traces import load
 
@@ -217,19 +225,28 @@ def run(args: argparse.Namespace) -> int:
         target_utilization=args.target_utilization,
         seed=args.seed,
         strict=args.strict,
+        routing="affinity" if args.routing == "compare" else args.routing,
         request=request,
         autoscaling=autoscaling,
     )
     options = dataclasses.replace(options, **overrides)
     trace = load(args.trace, args.seed, args.strict)
-    setup, results = simulate(trace, options, _policies(args.policy))
+    policies = _policies(args.policy)
+    setup, results = simulate(trace, options, policies)
+    by_routing = {options.routing: results}
+    if args.routing == "compare":
+        by_routing.update(run_routings(setup, policies, ("round-robin",)))
     points = frontier(setup) if args.frontier else ()
     if args.output == "json":
-        json.dump(report.to_json(setup, results, points), sys.stdout, indent=2)
+        document = report.to_json(setup, results, points)
+        document["routing"] = report.routing_json(by_routing)
+        json.dump(document, sys.stdout, indent=2)
         print()
     else:
         print(
-            report.table(setup, results) + (report.frontier_table(setup, points) if points else "")
+            report.table(setup, results)
+            + (report.frontier_table(setup, points) if points else "")
+            + (report.routing_table(by_routing) if args.routing != "load" else "")
         )
     if args.plot:
         report.plot(setup, results, args.plot, points)

@@ -73,6 +73,7 @@ from tokenfleet.controller.attainability import (
 )
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
+from tokenfleet.controller.prefix_feed import PrefixFeed, fed_hit_rate
 from tokenfleet.controller.routing import zero_floor
 from tokenfleet.controller.statuswrite import write_status
 
@@ -280,6 +281,7 @@ def autoscaling_status(
             reporting_replicas=signals.reporting_replicas,
             picker_queued=_round(signals.picker_queued),
             queue_wait_seconds=_round(signals.queue_wait_quantile_seconds),
+            prefix_cache_hit_rate=_round(signals.prefix_cache_hit_rate),
         ),
         capacity=None
         if capacity is None
@@ -387,6 +389,7 @@ class Autoscalers:
         # The kind of the last Prometheus failure per LLMService: one warning per change.
         self._failures: dict[tuple[str, str], str] = {}
         self._ceilings = Ceilings()  # controller/attainability.py: the SLO's ceiling
+        self._prefix = PrefixFeed()  # controller/prefix_feed.py: plan at the observed hit rate
         self._logger = logging.getLogger("tokenfleet.autoscaler")
 
     # --- loops -------------------------------------------------------------------------
@@ -468,6 +471,7 @@ class Autoscalers:
         self._waiting.pop(key, None)
         self._failures.pop(key, None)
         self._ceilings.forget(key)
+        self._prefix.forget(key)
         self._forget_metrics(*key)
 
     async def _loop(self, key: tuple[str, str], interval: float) -> None:
@@ -565,6 +569,14 @@ class Autoscalers:
         observation, failure = await self._observe(query, url, now, key, deadline)
         ceiling = await self._ceilings.estimate(key, body, service, observation)
         mix = await self._ceilings.mix_capacity(key, body, service, observation)
+        hit_rate = fed_hit_rate(
+            spec.workload.prefix_cache_hit_rate,
+            observation.signals.prefix_cache_hit_rate if observation else None,
+        )
+        if hit_rate is not None:
+            fed = await self._prefix.predicted(key, body, service, hit_rate)
+            if fed is not None:
+                history = _with_predicted(history, fed)
         decide = self._decide or functools.partial(default_decide(), ceiling=ceiling)
         decision = decide(spec, current, observation.signals if observation else None, history, now)
         if failure is not None and decision.held in DATA_HOLDS:

@@ -37,6 +37,9 @@ METRICS = MetricNames(
     # queue_time_seconds above (arrival to first scheduling).
     prompt_length="sglang:prompt_tokens_histogram",
     output_length="sglang:generation_tokens_histogram",
+    # sglang/srt/observability/metrics_collector.py (0.5.23): the Gauge
+    # "sglang:cache_hit_rate", the scheduler's recent prefix-cache hit rate.
+    prefix_cache_hit_rate="sglang:cache_hit_rate",
     ttft_buckets=(
         0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
         200.0, 400.0,

@@ -31,6 +31,11 @@ class MetricNames:
     model_label: str = "model_name"
     prompt_length: str = ""  # per-request prompt-length histogram (the request mix)
     output_length: str = ""  # per-request generated-length histogram
+    # Prefix cache, as counters of prompt tokens (hits / queries over a window), or where
+    # the engine has only a gauge of the hit rate, that gauge.
+    prefix_cache_hits: str = ""
+    prefix_cache_queries: str = ""
+    prefix_cache_hit_rate: str = ""
 
 
 @dataclass(frozen=True)

