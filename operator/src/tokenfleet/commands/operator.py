@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import random
 import sys
 from typing import Any
@@ -249,7 +248,6 @@ def run(args: Any) -> int:
             return 2
     import kopf
 
-    from tokenfleet import render
     from tokenfleet.capacity.errors import PlanError
     from tokenfleet.controller.handlers import Credentials, Options, build_registry
     from tokenfleet.controller.kube import KubeClient
@@ -284,8 +282,7 @@ def run(args: Any) -> int:
             )
             return 2
     credentials = Credentials()
-    pipeline = Pipeline.default()
-    pipeline.render = functools.partial(render.all, images=images)
+    pipeline = Pipeline(images=images)
     policy = Policy(tuple(args.allow_image), tuple(args.allow_service_account))
     reconciler = Reconciler(KubeClient(credentials.current), metrics, pipeline, policy=policy)
     if not args.time_scale > 0:

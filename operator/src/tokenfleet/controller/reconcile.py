@@ -27,6 +27,7 @@ from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.names import NameClaims
 from tokenfleet.controller.routing import routing_state
 from tokenfleet.controller.statuswrite import write_status
+from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
 from tokenfleet.render.desired import (
     Cluster,
     PlanStep,
@@ -86,6 +87,7 @@ class Pipeline:
     parse: Callable[[Mapping[str, Any]], LLMService] = parse_llmservice
     # api.plan_service: capacity.plan whose errors name spec fields, not CLI flags.
     plan: PlanStep = plan_service
+    images: ImageTable = field(default_factory=lambda: DEFAULT_IMAGES)  # --engine-image
 
     @classmethod
     def default(cls) -> Pipeline:
@@ -317,7 +319,7 @@ class Reconciler:
         lws = await self.kube.has_resource(LWS_API, LWS_PLURAL)
         monitoring = await self.kube.has_resource(MONITORING_API, MONITORING_PLURAL)
         routing = await routing_state(self.kube, service)
-        cluster = Cluster(monitoring=monitoring, lws=lws, routing=routing.available)
+        cluster = Cluster(monitoring, lws, routing.available, steps.images)
 
         def admit(service: LLMService, plan: Plan) -> None:
             """Refusals of a good plan, before the render's own errors: the allowlists,
