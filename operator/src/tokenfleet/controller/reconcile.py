@@ -18,10 +18,11 @@ from typing import Any, TypeVar
 
 import kopf
 
-from tokenfleet.api import LLMService, parse_llmservice, plan_service
+from tokenfleet.api import LLMService, PlanStatus, parse_llmservice, plan_service
 from tokenfleet.capacity.types import Plan
 from tokenfleet.controller import ownership
 from tokenfleet.controller import status as st
+from tokenfleet.controller.events import PostEvent
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.names import NameClaims
@@ -490,10 +491,9 @@ def retained_note(claims: Sequence[str], previous: Mapping[str, Any]) -> dict[st
     return {"retainedClaims": None} if previous.get("retainedClaims") else {}
 
 
-def autoscaling_condition(service: Any, body: Mapping[str, Any]) -> st.Condition | None:
+def autoscaling_condition(service: LLMService, body: Mapping[str, Any]) -> st.Condition | None:
     """Autoscaling as the spec says; once the autoscaler has reported, its condition stands."""
-    enabled = bool(getattr(getattr(service.spec, "autoscaling", None), "enabled", False))
-    if not enabled:
+    if not service.spec.autoscaling.enabled:
         return st.Condition("Autoscaling", False, "Disabled", "spec.autoscaling.enabled is false")
     conditions = (body.get("status") or {}).get("conditions") or []
     current = next((c for c in conditions if c.get("type") == "Autoscaling"), None)
@@ -533,7 +533,7 @@ def _observe(
     applied: Sequence[Mapping[str, Any]],
     generation: int,
     planned: st.Condition,
-    plan: Any,
+    plan: Plan,
     namespace: str,
 ) -> st.Observed:
     workload = next((o for o in applied if o.get("kind") in WORKLOAD_KINDS), None)
@@ -573,14 +573,9 @@ def _selector(workload: Mapping[str, Any]) -> str | None:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-def plan_summary(plan: Any) -> dict[str, Any]:
+def plan_summary(plan: Plan) -> dict[str, Any]:
     """status.plan: the API's PlanStatus view of the plan (camelCase, unset fields omitted)."""
-    from tokenfleet.api import PlanStatus
-
-    try:
-        return PlanStatus.from_plan(plan).to_dict()
-    except (AttributeError, TypeError):  # a partial plan (tests' stand-ins): best effort
-        return {}
+    return PlanStatus.from_plan(plan).to_dict()
 
 
 def _ref(body: Mapping[str, Any]) -> Any:
@@ -588,7 +583,7 @@ def _ref(body: Mapping[str, Any]) -> Any:
     return body
 
 
-def _post(fn: Callable[..., None], body: Mapping[str, Any], reason: str, message: str) -> None:
+def _post(fn: PostEvent, body: Mapping[str, Any], reason: str, message: str) -> None:
     """Post a Kubernetes Event; a failure to post must never fail the reconcile."""
     try:
         fn(_ref(body), reason=reason, message=message[:1000])
