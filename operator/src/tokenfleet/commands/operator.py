@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    # kopf.run's peer id is a NewType kopf does not export; the string is what kopf makes.
+    from kopf._core.engines.peering import Identity
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -331,7 +335,7 @@ def run(args: Any) -> int:
         # (installed by the chart) rather than risk two replicas acting at once.
         peering_name=None if args.standalone else args.peering,
         priority=priority,
-        identity=identity,
+        identity=cast("Identity", identity),
         liveness_endpoint=args.liveness or None,
     )
     return 0

@@ -13,9 +13,13 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenfleet.capacity.errors import PlanError
+
+if TYPE_CHECKING:  # the CLI imports every command module: pydantic models load on use
+    from tokenfleet.api import LLMService
+    from tokenfleet.capacity.types import Plan
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -43,8 +47,8 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
 @dataclass(frozen=True)
 class Rendered:
     source: str
-    service: Any  # api.LLMService
-    plan: Any  # capacity.Plan
+    service: LLMService
+    plan: Plan
     manifests: list[dict[str, Any]]
 
 
@@ -89,7 +93,9 @@ def _config_maps(documents: Iterable[Any], default_ns: str) -> dict[tuple[str, s
     return maps
 
 
-def _model_config(service: Any, maps: Mapping[tuple[str, str], Any]) -> dict[str, Any] | None:
+def _model_config(
+    service: LLMService, maps: Mapping[tuple[str, str], Any]
+) -> dict[str, Any] | None:
     from tokenfleet.render.desired import config_map_ref, model_config
 
     ref = config_map_ref(service)
