@@ -19,6 +19,8 @@ from operator_process import OperatorProcess
 from test_operator import LLMS_PATH, example, owned
 
 from tokenfleet.controller.reconcile import Pipeline, own
+from tokenfleet.render.desired import Cluster as Serves
+from tokenfleet.render.desired import desired
 from tokenfleet.testing.kmock_cluster import LLMSERVICES, Cluster
 
 NAMES = ("fs-a", "fs-b", "fs-c")
@@ -42,10 +44,8 @@ def settled(cluster: Cluster, name: str) -> bool:
 
 def expected(body: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     """What the operator must have applied for this LLMService body: the pure render."""
-    steps = Pipeline.default()
-    service = steps.parse(body)
-    plan = steps.plan(steps.to_plan_request(service, None))
-    manifests = steps.render(service, plan, monitoring_available=False, lws_available=False)
+    service = Pipeline.default().parse(body)
+    manifests = desired(service, None, Serves(monitoring=False, lws=False)).manifests
     return {(m["kind"], m["metadata"]["name"]): own(m, body) for m in manifests}
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tokenfleet.autoscale.fleetsim_replica import FastReplica, FleetRequest
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model, plan, step_model
-from tokenfleet.sim.scheduler import Arrival, SchedulerConfig, simulate
+from tokenfleet.scheduling.core import Arrival, SchedulerConfig, simulate
 
 
 @pytest.fixture(scope="module")

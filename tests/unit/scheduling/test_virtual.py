@@ -90,15 +90,6 @@ def test_attainment_counts_requests_within_both_slos() -> None:
     assert loose.attainment == 1.0 and tight.attainment == 0.0
 
 
-def test_the_simulator_re_exports_the_same_scheduler() -> None:
-    from tokenfleet.scheduling import core
-    from tokenfleet.sim import scheduler as sim_scheduler
-
-    assert sim_scheduler.Scheduler is core.Scheduler
-    assert sim_scheduler.SchedulerConfig is core.SchedulerConfig
-    assert sim_scheduler.simulate is core.simulate
-
-
 def test_capacity_does_not_import_the_simulator() -> None:
     # The scheduler core sits below both: planning must not pull in the HTTP server.
     import subprocess

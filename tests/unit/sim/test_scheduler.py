@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tokenfleet.sim.scheduler import (
+from tokenfleet.scheduling.core import (
     Arrival,
     Scheduler,
     SchedulerConfig,

@@ -16,7 +16,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenfleet.sim.scheduler import SchedulerConfig
+from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.sim.server import SimSettings, build_app
 
 

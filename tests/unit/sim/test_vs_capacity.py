@@ -13,7 +13,7 @@ import pytest
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model, plan, step_model
 from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.types import Plan
-from tokenfleet.sim.scheduler import Arrival, Scheduler, SchedulerConfig, SimRequest, simulate
+from tokenfleet.scheduling.core import Arrival, Scheduler, SchedulerConfig, SimRequest, simulate
 
 
 def planned(model: str, gpu: str, inp: int, out: int, **overrides: int) -> Plan:

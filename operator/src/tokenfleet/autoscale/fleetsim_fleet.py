@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 
 from tokenfleet.autoscale.fleetsim_replica import FastReplica, FleetRequest
-from tokenfleet.sim.scheduler import SchedulerConfig, StepTimer
+from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
 
 ROUTINGS = ("load", "affinity", "round-robin")
 

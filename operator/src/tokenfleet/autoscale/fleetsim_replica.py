@@ -1,6 +1,6 @@
 """One modelled replica for `tokenfleet autoscale-sim`: vLLM-style continuous batching, fast.
 
-The step-by-step scheduler in `tokenfleet.sim.scheduler` costs O(batch) Python work per
+The step-by-step scheduler in `tokenfleet.scheduling.core` costs O(batch) Python work per
 engine step; a 30-minute trace at tens of req/s is millions of steps per policy (minutes).
 This model makes the same per-step decisions in aggregate and charges every step with the
 capacity model's step timer (`StepModel.step_seconds`), so it stays within a few percent of
@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from tokenfleet.autoscale.fleetsim_prefix import PrefixCache
-from tokenfleet.sim.scheduler import SchedulerConfig, StepTimer
+from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
 
 
 @dataclass(eq=False)

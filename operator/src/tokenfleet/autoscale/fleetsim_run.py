@@ -44,8 +44,8 @@ from tokenfleet.autoscale.fleetsim_traces import Trace
 from tokenfleet.autoscale.mix import mix_capacity
 from tokenfleet.autoscale.types import FleetState
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
+from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.sim.metrics import SGLANG_TOKENS_BUCKETS, request_token_buckets
-from tokenfleet.sim.scheduler import SchedulerConfig
 
 POLICIES = ("tokenfleet", "keda", "hpa", "static", "reactive", "oracle")
 ORACLE_BUCKET_S = 60.0  # the oracle and the static provision plan per minute of load

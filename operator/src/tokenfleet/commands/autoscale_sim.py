@@ -160,6 +160,8 @@ def _from_service(path: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
         raise PlanError("--filename", path, "has no LLMService", "give an LLMService YAML")
     service, p = rendered[0].service, rendered[0].plan
     spec = service.spec
+    if p.request is None:  # plan_service always keeps its request; a bug otherwise
+        raise RuntimeError(f"{path}: the plan lost its request")
     request = dataclasses.replace(
         p.request,
         tensor_parallel_size=p.tensor_parallel_size,

@@ -39,7 +39,7 @@ def print_perf() -> None:
         cells = []
         for metric in ("ttft", "tpot", "throughput"):
             if metric in s:
-                med, p90, n = s[metric]  # type: ignore[index]
+                med, p90, n = s[metric]
                 cells.append(f"{med * 100:5.1f}% / {p90 * 100:5.1f}% ({n:>2})")
             else:
                 cells.append(f"{'-':<19}")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import random
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    # kopf.run's peer id is a NewType kopf does not export; the string is what kopf makes.
+    from kopf._core.engines.peering import Identity
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -249,7 +252,6 @@ def run(args: Any) -> int:
             return 2
     import kopf
 
-    from tokenfleet import render
     from tokenfleet.capacity.errors import PlanError
     from tokenfleet.controller.handlers import Credentials, Options, build_registry
     from tokenfleet.controller.kube import KubeClient
@@ -284,8 +286,7 @@ def run(args: Any) -> int:
             )
             return 2
     credentials = Credentials()
-    pipeline = Pipeline.default()
-    pipeline.render = functools.partial(render.all, images=images)
+    pipeline = Pipeline(images=images)
     policy = Policy(tuple(args.allow_image), tuple(args.allow_service_account))
     reconciler = Reconciler(KubeClient(credentials.current), metrics, pipeline, policy=policy)
     if not args.time_scale > 0:
@@ -334,7 +335,7 @@ def run(args: Any) -> int:
         # (installed by the chart) rather than risk two replicas acting at once.
         peering_name=None if args.standalone else args.peering,
         priority=priority,
-        identity=identity,
+        identity=cast("Identity", identity),
         liveness_endpoint=args.liveness or None,
     )
     return 0

@@ -9,14 +9,17 @@ operator adds them with the LLMService's uid, which only the cluster knows.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenfleet.capacity.errors import PlanError
+
+if TYPE_CHECKING:  # the CLI imports every command module: pydantic models load on use
+    from tokenfleet.api import LLMService
+    from tokenfleet.capacity.types import Plan
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -44,8 +47,8 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
 @dataclass(frozen=True)
 class Rendered:
     source: str
-    service: Any  # api.LLMService
-    plan: Any  # capacity.Plan
+    service: LLMService
+    plan: Plan
     manifests: list[dict[str, Any]]
 
 
@@ -90,34 +93,31 @@ def _config_maps(documents: Iterable[Any], default_ns: str) -> dict[tuple[str, s
     return maps
 
 
-def _model_config(service: Any, maps: Mapping[tuple[str, str], Any]) -> dict[str, Any] | None:
-    model = service.spec.model
-    ref = model.config_map_ref
-    if ref is None or model.config is not None:
+def _model_config(
+    service: LLMService, maps: Mapping[tuple[str, str], Any]
+) -> dict[str, Any] | None:
+    from tokenfleet.render.desired import config_map_ref, model_config
+
+    ref = config_map_ref(service)
+    if ref is None:
         return None
-    cm = maps.get((service.namespace, ref.name))
+    name, key = ref
+    cm = maps.get((service.namespace, name))
     field = "spec.model.configMapRef"
     if cm is None:
         raise PlanError(
             f"{field}.name",
-            ref.name,
-            f"no ConfigMap {service.namespace}/{ref.name} in the given files",
+            name,
+            f"no ConfigMap {service.namespace}/{name} in the given files",
             "pass the file that holds it with another -f",
         )
-    raw = (cm.get("data") or {}).get(ref.key)
+    raw = (cm.get("data") or {}).get(key)
     if raw is None:
-        raise PlanError(
-            f"{field}.key", ref.key, f"ConfigMap {ref.name} has no such key", "fix the key"
-        )
+        raise PlanError(f"{field}.key", key, f"ConfigMap {name} has no such key", "fix the key")
     try:
-        config = json.loads(raw)
+        return model_config(raw)
     except ValueError as e:
-        raise PlanError(
-            f"{field}.key", ref.key, f"not JSON ({e})", "put the model's config.json there"
-        ) from None
-    if not isinstance(config, dict):
-        raise PlanError(f"{field}.key", ref.key, "not a JSON object", "use the config.json")
-    return config
+        raise PlanError(f"{field}.key", key, str(e), "put the model's config.json there") from None
 
 
 def render_documents(
@@ -131,7 +131,8 @@ def render_documents(
 ) -> list[Rendered]:
     """Plan and render every LLMService among `documents`; ConfigMaps among them and among
     `extra_documents` resolve configMapRef. Errors are FileErrors naming source and field."""
-    from tokenfleet import api, render
+    from tokenfleet import api
+    from tokenfleet.render.desired import Cluster, StepFailed, desired
 
     default_ns = namespace or "default"
     maps = _config_maps([*documents, *extra_documents], default_ns)
@@ -146,18 +147,17 @@ def render_documents(
             continue
         body = dict(doc)
         body["metadata"] = {"namespace": default_ns, **(doc.get("metadata") or {})}
+        cluster = Cluster(monitoring=monitoring_available, lws=lws_available)
         try:
             service = api.parse_llmservice(body)
-            p = api.plan_service(api.to_plan_request(service, _model_config(service, maps)))
-            manifests = render.all(
-                service,
-                p,
-                monitoring_available=monitoring_available,
-                lws_available=lws_available,
-            )
+            state = desired(service, _model_config(service, maps), cluster)
+        except StepFailed as failed:
+            if not isinstance(failed.error, PlanError):
+                raise failed.error from None  # a bug, not the user's spec
+            raise FileError(source, api.spec_error(failed.error)) from None
         except PlanError as e:
             raise FileError(source, api.spec_error(e)) from None
-        out.append(Rendered(source, service, p, manifests))
+        out.append(Rendered(source, service, state.plan, state.manifests))
     return out
 
 

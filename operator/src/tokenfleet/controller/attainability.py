@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tokenfleet.api import LLMService
 from tokenfleet.autoscale.attainability import Ceiling, ceiling
 from tokenfleet.autoscale.signals import Observation
+from tokenfleet.capacity.types import Plan
 from tokenfleet.controller import status as st
 from tokenfleet.scheduling.core import StepTimer
 
@@ -29,7 +31,7 @@ class _Shape:
     timer: StepTimer
     max_batched_tokens: int
     max_model_len: int
-    plan: Any  # capacity.Plan: its request, layout pinned, is re-planned per length class
+    plan: Plan  # its request, layout pinned, is re-planned per length class
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class Ceilings:
         self._mixes.pop(key, None)
 
     async def _shape(
-        self, key: tuple[str, str], version: tuple[str, int], service: Any
+        self, key: tuple[str, str], version: tuple[str, int], service: LLMService
     ) -> _Shape | None:
         cached = self._shapes.get(key)
         if cached is not None and cached[0] == version:
@@ -66,13 +68,17 @@ class Ceilings:
         return shape
 
     async def mix_capacity(
-        self, key: tuple[str, str], body: Mapping[str, Any], service: Any, observation: Any
+        self,
+        key: tuple[str, str],
+        body: Mapping[str, Any],
+        service: LLMService,
+        observation: Observation | None,
     ) -> float | None:
         """plan()'s goodput per replica at the observed length mix (autoscale/mix.py),
         re-planned only when the mix drifts (MIX_DRIFT of the prompt classes move, or the
         mean output moves by MIX_DRIFT of itself) or the spec changes."""
-        prompts = getattr(observation, "prompts", None)
-        output = getattr(observation, "mean_output_tokens", None)
+        prompts = observation.prompts if observation is not None else None
+        output = observation.mean_output_tokens if observation is not None else None
         if prompts is None or output is None or prompts.total <= 0 or output <= 0:
             cached = self._mixes.get(key)
             return cached.capacity if cached is not None else None
@@ -100,7 +106,7 @@ class Ceilings:
         self,
         key: tuple[str, str],
         body: Mapping[str, Any],
-        service: Any,
+        service: LLMService,
         observation: Observation | None,
     ) -> Ceiling | None:
         if observation is None or observation.prompts is None:
@@ -123,7 +129,7 @@ class Ceilings:
         )
 
 
-def _plan_shape(service: Any) -> _Shape | None:
+def _plan_shape(service: LLMService) -> _Shape | None:
     try:
         from tokenfleet.api import plan_service, to_plan_request
         from tokenfleet.capacity import step_model

@@ -37,17 +37,18 @@ import contextlib
 import dataclasses
 import datetime
 import functools
-import importlib
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, cast, get_args
+from typing import Any, Protocol, get_args
 
 import kopf
 
+from tokenfleet.api.spec import LLMServiceSpec
 from tokenfleet.autoscale.attainability import Ceiling
+from tokenfleet.autoscale.policy import decide as policy_decide
 from tokenfleet.autoscale.prometheus import PrometheusClient, PrometheusError
 from tokenfleet.autoscale.signals import (
     DEFAULT_WINDOW_SECONDS,
@@ -63,6 +64,7 @@ from tokenfleet.autoscale.types import (
     History,
     HoldReason,
     Recommendation,
+    Signals,
 )
 from tokenfleet.controller import status as st
 from tokenfleet.controller.attainability import CONDITION as CEILING_CONDITION
@@ -71,6 +73,7 @@ from tokenfleet.controller.attainability import (
     attainability_condition,
     attainability_status,
 )
+from tokenfleet.controller.events import PostEvent
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.prefix_feed import PrefixFeed, fed_hit_rate
@@ -99,7 +102,7 @@ MIN_TICK_DEADLINE_SECONDS = 2.0
 # After an unexpected error in a tick, wait at least this long before the next one.
 ERROR_BACKOFF_SECONDS = 5.0
 
-Decide = Callable[[Any, FleetState, Any, History, float], Decision]
+Decide = Callable[[LLMServiceSpec, FleetState, Signals | None, History, float], Decision]
 
 
 class SignalSource(Protocol):
@@ -182,12 +185,6 @@ class AutoscalerOptions:
         if self.allowed_prometheus is not None:
             return self.allowed_prometheus
         return (self.prometheus_url,) if self.prometheus_url else ()
-
-
-def default_decide() -> Decide:
-    # Imported late: the policy is pure and separate (tokenfleet.autoscale.policy).
-    module = importlib.import_module("tokenfleet.autoscale.policy")
-    return cast(Decide, module.decide)
 
 
 def iso(at: float) -> str:
@@ -577,7 +574,7 @@ class Autoscalers:
             fed = await self._prefix.predicted(key, body, service, hit_rate)
             if fed is not None:
                 history = _with_predicted(history, fed)
-        decide = self._decide or functools.partial(default_decide(), ceiling=ceiling)
+        decide: Decide = self._decide or functools.partial(policy_decide, ceiling=ceiling)
         decision = decide(spec, current, observation.signals if observation else None, history, now)
         if failure is not None and decision.held in DATA_HOLDS:
             # The hold says why: what Prometheus did, not only that data is missing.
@@ -732,7 +729,7 @@ class Autoscalers:
         it stops: the transition of the SLOAttainable condition."""
         if ceiling is None:
             return
-        before = next(
+        before: Mapping[str, Any] = next(
             (c for c in previous.get("conditions") or [] if c.get("type") == CEILING_CONDITION),
             {},
         )
@@ -773,8 +770,7 @@ class Autoscalers:
             for sample in family.samples:
                 labels = sample.labels
                 if labels.get("namespace") == namespace and labels.get("llmservice") == name:
-                    extra = (labels["direction"], labels["driver"])
-                    series.append((m.autoscaler_decisions, extra))
+                    series.append((m.autoscaler_decisions, (labels["direction"], labels["driver"])))
         for metric, extra in series:
             with contextlib.suppress(KeyError):  # never recorded for this LLMService
                 metric.remove(namespace, name, *extra)
@@ -788,7 +784,7 @@ def _with_predicted(history: History, predicted: float) -> History:
     return dataclasses.replace(history, capacity=dataclasses.replace(capacity, predicted=predicted))
 
 
-def _post(fn: Callable[..., None], body: Mapping[str, Any], reason: str, message: str) -> None:
+def _post(fn: PostEvent, body: Mapping[str, Any], reason: str, message: str) -> None:
     try:
         fn(body, reason=reason, message=message[:1000])
     except LookupError:  # outside kopf's context (a harness calling tick): log only

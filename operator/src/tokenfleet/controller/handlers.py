@@ -191,7 +191,7 @@ class Drift:
                     # Transient API errors, and bugs too: a dropped pass would leave drift
                     # uncorrected until the next resync. The reconciler's backoff (per
                     # LLMService and error) when it gave one.
-                    given = getattr(error, "delay", None)
+                    given = error.delay if isinstance(error, kopf.TemporaryError) else None
                     wait = float(given) if given else delay
                     if isinstance(error, (kopf.TemporaryError, ApiError)):
                         self._logger.warning(

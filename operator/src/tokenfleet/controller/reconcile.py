@@ -18,13 +18,25 @@ from typing import Any, TypeVar
 
 import kopf
 
+from tokenfleet.api import LLMService, PlanStatus, parse_llmservice, plan_service
+from tokenfleet.capacity.types import Plan
 from tokenfleet.controller import ownership
 from tokenfleet.controller import status as st
+from tokenfleet.controller.events import PostEvent
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.names import NameClaims
 from tokenfleet.controller.routing import routing_state
 from tokenfleet.controller.statuswrite import write_status
+from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
+from tokenfleet.render.desired import (
+    Cluster,
+    PlanStep,
+    StepFailed,
+    config_map_ref,
+    desired,
+    model_config,
+)
 
 GROUP, VERSION, PLURAL, KIND = "tokenfleet.dev", "v1alpha1", "llmservices", "LLMService"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -70,19 +82,17 @@ class Refused(Exception):
 
 @dataclass
 class Pipeline:
-    """The pure steps, injectable so tests can swap one without patching modules."""
+    """The pure steps, injectable so tests can swap one without patching modules; the rest
+    of the desired state is render.desired, shared with `tokenfleet render`."""
 
-    parse: Callable[[Mapping[str, Any]], Any]
-    to_plan_request: Callable[..., Any]
-    plan: Callable[[Any], Any]
-    render: Callable[..., list[dict[str, Any]]]
+    parse: Callable[[Mapping[str, Any]], LLMService] = parse_llmservice
+    # api.plan_service: capacity.plan whose errors name spec fields, not CLI flags.
+    plan: PlanStep = plan_service
+    images: ImageTable = field(default_factory=lambda: DEFAULT_IMAGES)  # --engine-image
 
     @classmethod
     def default(cls) -> Pipeline:
-        from tokenfleet import api, render
-
-        # api.plan_service: capacity.plan whose errors name spec fields, not CLI flags.
-        return cls(api.parse_llmservice, api.to_plan_request, api.plan_service, render.all)
+        return cls()
 
 
 @dataclass(frozen=True)
@@ -96,9 +106,9 @@ class Policy:
     image_prefixes: tuple[str, ...] = ()  # --allow-image: e.g. "vllm/vllm-openai:"
     service_accounts: tuple[str, ...] = ()  # --allow-service-account
 
-    def check(self, service: Any, plan: Any, planned: st.Condition) -> None:
+    def check(self, service: LLMService, plan: Plan, planned: st.Condition) -> None:
         spec = service.spec
-        image = spec.engine.image_for(str(getattr(plan, "engine_version", "")))
+        image = spec.engine.image_for(plan.engine_version)
         if self.image_prefixes and not image.startswith(self.image_prefixes):
             raise Refused(
                 "NotAllowed",
@@ -307,43 +317,47 @@ class Reconciler:
         except Exception as error:  # any parse failure is the user's spec, not our crash
             raise Refused("InvalidSpec", _one_line(error)) from error
         config = await self._model_config(config_map_ref(service), namespace)
-        try:
-            plan = await off_loop(
-                lambda: steps.plan(steps.to_plan_request(service, config)), self.step_seconds
-            )
-        except Exception as error:
-            self.metrics.plans.labels("failed").inc()
-            message = _one_line(error)
-            failed = st.Condition("Planned", False, "PlanFailed", message)
-            raise Refused("PlanFailed", message, failed) from error
-        self.metrics.plans.labels("ok").inc()
-        planned = st.Condition("Planned", True, "PlanComputed", str(getattr(plan, "reason", "")))
-        self.policy.check(service, plan, planned)
-        autoscaling = autoscaling_condition(service, body)
-
         lws = await self.kube.has_resource(LWS_API, LWS_PLURAL)
         monitoring = await self.kube.has_resource(MONITORING_API, MONITORING_PLURAL)
         routing = await routing_state(self.kube, service)
-        if int(getattr(plan, "nodes_per_replica", 1)) > 1 and not lws:
-            raise Refused(
-                "LeaderWorkerSetMissing",
-                f"the plan needs {plan.nodes_per_replica} nodes per replica, which runs as a "
-                f"LeaderWorkerSet, but its API ({LWS_API}) is not served: {LWS_INSTALL}",
-                planned,
-            )
+        cluster = Cluster(monitoring, lws, routing.available, steps.images)
+
+        def admit(service: LLMService, plan: Plan) -> None:
+            """Refusals of a good plan, before the render's own errors: the allowlists,
+            and a missing LeaderWorkerSet, which the operator waits for (a recheck)."""
+            self.policy.check(service, plan, planned_condition(plan))
+            if plan.nodes_per_replica > 1 and not lws:
+                raise Refused(
+                    "LeaderWorkerSetMissing",
+                    f"the plan needs {plan.nodes_per_replica} nodes per replica, which runs "
+                    f"as a LeaderWorkerSet, but its API ({LWS_API}) is not served: "
+                    f"{LWS_INSTALL}",
+                    planned_condition(plan),
+                )
+
         try:
-            manifests = await off_loop(
-                lambda: steps.render(
-                    service,
-                    plan,
-                    monitoring_available=monitoring,
-                    lws_available=lws,
-                    routing_available=routing.available,
-                ),
+            state = await off_loop(
+                lambda: desired(service, config, cluster, plan=steps.plan, admit=admit),
                 self.step_seconds,
             )
-        except Exception as error:
+        except (StepFailed, TooSlow) as error:
+            failed_plan = error.plan if isinstance(error, StepFailed) else None
+            if failed_plan is None:  # the plan failed (or the whole step ran too long)
+                self.metrics.plans.labels("failed").inc()
+                message = _one_line(error)
+                failed = st.Condition("Planned", False, "PlanFailed", message)
+                raise Refused("PlanFailed", message, failed) from error
+            self.metrics.plans.labels("ok").inc()
+            planned = planned_condition(failed_plan)
             raise Refused("RenderFailed", _one_line(error), planned) from error
+        except Refused as refused:
+            if refused.planned is not None:  # refused by admit: the plan itself was made
+                self.metrics.plans.labels("ok").inc()
+            raise
+        self.metrics.plans.labels("ok").inc()
+        plan, manifests = state.plan, state.manifests
+        planned = planned_condition(plan)
+        autoscaling = autoscaling_condition(service, body)
         if not lws and any(m.get("kind") == "LeaderWorkerSet" for m in manifests):
             raise Refused("LeaderWorkerSetMissing", LWS_INSTALL, planned)
 
@@ -409,16 +423,13 @@ class Reconciler:
                 f"{key!r}; keys are {sorted(cm.get('data') or {})}",
             )
         try:
-            config = json.loads(raw)
+            return model_config(str(raw))
         except ValueError as error:
             raise Refused(
                 "ConfigMapInvalid",
-                f"ConfigMap {namespace}/{cm_name} key {key!r} is not JSON ({error}); "
+                f"ConfigMap {namespace}/{cm_name} key {key!r} is {error}; "
                 "put the model's config.json there verbatim",
             ) from error
-        if not isinstance(config, dict):
-            raise Refused("ConfigMapInvalid", f"ConfigMap {cm_name} key {key!r}: not an object")
-        return config
 
     def _remember(self, owner: tuple[str, str], obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -480,10 +491,9 @@ def retained_note(claims: Sequence[str], previous: Mapping[str, Any]) -> dict[st
     return {"retainedClaims": None} if previous.get("retainedClaims") else {}
 
 
-def autoscaling_condition(service: Any, body: Mapping[str, Any]) -> st.Condition | None:
+def autoscaling_condition(service: LLMService, body: Mapping[str, Any]) -> st.Condition | None:
     """Autoscaling as the spec says; once the autoscaler has reported, its condition stands."""
-    enabled = bool(getattr(getattr(service.spec, "autoscaling", None), "enabled", False))
-    if not enabled:
+    if not service.spec.autoscaling.enabled:
         return st.Condition("Autoscaling", False, "Disabled", "spec.autoscaling.enabled is false")
     conditions = (body.get("status") or {}).get("conditions") or []
     current = next((c for c in conditions if c.get("type") == "Autoscaling"), None)
@@ -515,20 +525,15 @@ def own(manifest: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]
     return dict(result)
 
 
-def config_map_ref(service: Any) -> tuple[str, str] | None:
-    """(name, key) of spec.model.configMapRef, unless an inline spec.model.config wins."""
-    model = getattr(getattr(service, "spec", None), "model", None)
-    ref = getattr(model, "config_map_ref", None)
-    if ref is None or getattr(model, "config", None) is not None:
-        return None
-    return str(ref.name), str(ref.key or "config.json")
+def planned_condition(plan: Plan) -> st.Condition:
+    return st.Condition("Planned", True, "PlanComputed", plan.reason)
 
 
 def _observe(
     applied: Sequence[Mapping[str, Any]],
     generation: int,
     planned: st.Condition,
-    plan: Any,
+    plan: Plan,
     namespace: str,
 ) -> st.Observed:
     workload = next((o for o in applied if o.get("kind") in WORKLOAD_KINDS), None)
@@ -568,14 +573,9 @@ def _selector(workload: Mapping[str, Any]) -> str | None:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-def plan_summary(plan: Any) -> dict[str, Any]:
+def plan_summary(plan: Plan) -> dict[str, Any]:
     """status.plan: the API's PlanStatus view of the plan (camelCase, unset fields omitted)."""
-    from tokenfleet.api import PlanStatus
-
-    try:
-        return PlanStatus.from_plan(plan).to_dict()
-    except (AttributeError, TypeError):  # a partial plan (tests' stand-ins): best effort
-        return {}
+    return PlanStatus.from_plan(plan).to_dict()
 
 
 def _ref(body: Mapping[str, Any]) -> Any:
@@ -583,7 +583,7 @@ def _ref(body: Mapping[str, Any]) -> Any:
     return body
 
 
-def _post(fn: Callable[..., None], body: Mapping[str, Any], reason: str, message: str) -> None:
+def _post(fn: PostEvent, body: Mapping[str, Any], reason: str, message: str) -> None:
     """Post a Kubernetes Event; a failure to post must never fail the reconcile."""
     try:
         fn(_ref(body), reason=reason, message=message[:1000])

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenfleet.api import LLMService
+from tokenfleet.api.spec import LLMServiceSpec
 from tokenfleet.controller import status as st
 from tokenfleet.controller.kube import KubeClient
 
@@ -37,7 +39,7 @@ class RoutingState:
     served: dict[str, bool] = field(default_factory=dict)  # apiVersion -> served (prune)
 
 
-async def routing_state(kube: KubeClient, service: Any) -> RoutingState:
+async def routing_state(kube: KubeClient, service: LLMService) -> RoutingState:
     routing = service.spec.routing
     pool = await kube.has_resource(POOL_API, POOL_PLURAL)
     route = await kube.has_resource(ROUTE_API, ROUTE_PLURAL)
@@ -66,7 +68,7 @@ async def routing_state(kube: KubeClient, service: Any) -> RoutingState:
     return RoutingState(True, st.Condition("Routing", True, "PoolApplied", message), served)
 
 
-def zero_floor(spec: Any, status: Mapping[str, Any]) -> int:
+def zero_floor(spec: LLMServiceSpec, status: Mapping[str, Any]) -> int:
     """The autoscaler's minReplicas: 0 only while the Routing condition is True (a picker
     holds requests); otherwise at least 1, whatever the spec asks."""
     routing = next((c for c in status.get("conditions") or [] if c.get("type") == "Routing"), None)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from tokenfleet.autoscale.signals import Observation, SignalsQuery
+from tokenfleet.controller.autoscaler import SignalSource
 
 
 class SimulatedClock:
@@ -47,7 +48,7 @@ def _div(value: float | None, by: float) -> float | None:
 class ScaledSource:
     """A SignalSource (controller/autoscaler.py) over another, in simulated seconds."""
 
-    def __init__(self, inner: object, clock: SimulatedClock) -> None:
+    def __init__(self, inner: SignalSource, clock: SimulatedClock) -> None:
         self.inner = inner
         self.clock = clock
 
@@ -56,9 +57,7 @@ class ScaledSource:
 
     async def signals(self, query: SignalsQuery, url: str, at: float) -> Observation:
         k = self.clock.scale
-        observed: Observation = await self.inner.signals(  # type: ignore[attr-defined]
-            self._wall_query(query), url, self.clock.to_wall(at)
-        )
+        observed = await self.inner.signals(self._wall_query(query), url, self.clock.to_wall(at))
         s = observed.signals
         age = s.newest_sample_age_seconds
         signals = dataclasses.replace(
@@ -73,10 +72,7 @@ class ScaledSource:
         )
 
     async def pod_load(self, query: SignalsQuery, url: str, at: float) -> dict[str, float]:
-        result: dict[str, float] = await self.inner.pod_load(  # type: ignore[attr-defined]
-            self._wall_query(query), url, self.clock.to_wall(at)
-        )
-        return result
+        return await self.inner.pod_load(self._wall_query(query), url, self.clock.to_wall(at))
 
     async def release(self, namespace: str, name: str) -> None:
         release = getattr(self.inner, "release", None)

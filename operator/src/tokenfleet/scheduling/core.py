@@ -2,7 +2,7 @@
 
 It sits below both `tokenfleet.capacity` (plan() runs it in virtual time to predict latency
 under load, scheduling/virtual.py) and `tokenfleet.sim` (which serves HTTP on top of it), so
-imports keep pointing one way; `tokenfleet.sim.scheduler` re-exports it.
+imports keep pointing one way.
 
 Pure logic, no I/O and no real clock: the caller (sim's engine.py, or simulate() below) decides
 when a step starts and calls complete() when it has "run". One step is what one engine

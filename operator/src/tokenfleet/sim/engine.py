@@ -15,8 +15,8 @@ import itertools
 import logging
 from typing import Protocol
 
+from tokenfleet.scheduling.core import Scheduler, SimRequest
 from tokenfleet.sim.metrics import EngineMetrics
-from tokenfleet.sim.scheduler import Scheduler, SimRequest
 
 log = logging.getLogger("tokenfleet.sim")
 

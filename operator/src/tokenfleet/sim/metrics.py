@@ -16,7 +16,7 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from tokenfleet.sim.scheduler import ScheduledStep, Scheduler, SimRequest, StepOutcome
+from tokenfleet.scheduling.core import ScheduledStep, Scheduler, SimRequest, StepOutcome
 
 # --- vLLM 0.32 buckets (vllm/v1/metrics/buckets.py) ----------------------------------------
 VLLM_REQUEST_LATENCY_BUCKETS = (

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
 from tokenfleet.sim.engine import Clock, Handle, SimEngine
 from tokenfleet.sim.metrics import metrics_for
 from tokenfleet.sim.protocol import (
@@ -26,7 +27,6 @@ from tokenfleet.sim.protocol import (
     models_body,
     parse_request,
 )
-from tokenfleet.sim.scheduler import Scheduler, SchedulerConfig, SimRequest, StepTimer
 from tokenfleet.sim.tokens import Filler
 
 ENGINE_KEY = web.AppKey("engine", SimEngine)

@@ -8,7 +8,7 @@ from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, pla
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.types import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS, Plan
 from tokenfleet.capacity.validate import check_request
-from tokenfleet.sim.scheduler import SchedulerConfig
+from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.sim.server import SimSettings
 
 
