@@ -16,44 +16,21 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from tokenfleet.engines import sglang, vllm
 from tokenfleet.scheduling.core import ScheduledStep, Scheduler, SimRequest, StepOutcome
 
-# --- vLLM 0.32 buckets (vllm/v1/metrics/buckets.py) ----------------------------------------
-VLLM_REQUEST_LATENCY_BUCKETS = (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
-)  # fmt: skip
-VLLM_TTFT_BUCKETS = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-    10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
-VLLM_ITL_BUCKETS = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0,
-)  # fmt: skip
-VLLM_ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
-VLLM_PARAMS_N_BUCKETS = (1, 2, 5, 10, 20)
-VLLM_PREEMPTIONS_BUCKETS = (1, 2, 3, 4, 5, 10, 20)
-
-# --- SGLang 0.5 buckets (TokenizerMetricsCollector / SchedulerMetricsCollector) --------------
-SGLANG_TTFT_BUCKETS = (
-    0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400,
-)  # fmt: skip
-SGLANG_E2E_BUCKETS = (*SGLANG_TTFT_BUCKETS, 600, 1200, 1800, 2400)
-SGLANG_ITL_BUCKETS = (
-    0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
-    0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000,
-)  # fmt: skip
-SGLANG_QUEUE_BUCKETS = (
-    0.0, 0.001, 0.005, 0.010, 0.050, 0.100, 0.200, 0.500, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40,
-    50, 60, 70, 80, 90, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600,
-    1800, 2000, 2500, 3000,
-)  # fmt: skip
-SGLANG_TOKENS_BUCKETS = (
-    100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000,
-    12500, 15000, 17500, 20000, 22500, 25000, 27500, 30000, 35000, 40000, 60000, 80000,
-    100000, 200000, 300000, 400000, 600000, 800000, 1000000, 1100000,
-)  # fmt: skip
+# The engines' own histogram bounds, owned by tokenfleet.engines (one copy per engine).
+VLLM_REQUEST_LATENCY_BUCKETS = vllm.REQUEST_LATENCY_BUCKETS
+VLLM_TTFT_BUCKETS = vllm.TTFT_BUCKETS
+VLLM_ITL_BUCKETS = vllm.ITL_BUCKETS
+VLLM_ITERATION_TOKENS_BUCKETS = vllm.ITERATION_TOKENS_BUCKETS
+VLLM_PARAMS_N_BUCKETS = vllm.PARAMS_N_BUCKETS
+VLLM_PREEMPTIONS_BUCKETS = vllm.PREEMPTIONS_BUCKETS
+SGLANG_TTFT_BUCKETS = sglang.TTFT_BUCKETS
+SGLANG_E2E_BUCKETS = sglang.E2E_BUCKETS
+SGLANG_ITL_BUCKETS = sglang.ITL_BUCKETS
+SGLANG_QUEUE_BUCKETS = sglang.QUEUE_BUCKETS
+SGLANG_TOKENS_BUCKETS = sglang.TOKENS_BUCKETS
 
 NOT_EMULATED: dict[str, str] = {
     "vllm:cache_config_info": "its labels are every CacheConfig field of the real engine",
