@@ -19,7 +19,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from tokenfleet.engines import sglang, vllm
 from tokenfleet.scheduling.core import ScheduledStep, Scheduler, SimRequest, StepOutcome
 
-# The engines' own histogram bounds, owned by tokenfleet.engines (one copy per engine).
+# The engines' own series names and histogram bounds, owned by tokenfleet.engines (one copy
+# per engine), so the exporter and the autoscaler's queries cannot drift apart.
+_V = vllm.METRICS
+_S = sglang.METRICS
 VLLM_REQUEST_LATENCY_BUCKETS = vllm.REQUEST_LATENCY_BUCKETS
 VLLM_TTFT_BUCKETS = vllm.TTFT_BUCKETS
 VLLM_ITL_BUCKETS = vllm.ITL_BUCKETS
@@ -100,12 +103,12 @@ class VllmMetrics:
         def histogram(name: str, doc: str, buckets: Iterable[float]) -> Histogram:
             return Histogram(name, doc, names, buckets=list(buckets), registry=r).labels(*values)
 
-        self.running = gauge(
-            "vllm:num_requests_running", "Number of requests in model execution batches."
-        ).labels(*values)
-        self.waiting = gauge(
-            "vllm:num_requests_waiting", "Number of requests waiting to be processed."
-        ).labels(*values)
+        self.running = gauge(_V.running, "Number of requests in model execution batches.").labels(
+            *values
+        )
+        self.waiting = gauge(_V.waiting, "Number of requests waiting to be processed.").labels(
+            *values
+        )
         by_reason = gauge(
             "vllm:num_requests_waiting_by_reason",
             "Number of waiting requests by reason.",
@@ -116,13 +119,11 @@ class VllmMetrics:
         sleep = gauge("vllm:engine_sleep_state", "Engine sleep state.", ["sleep_state"])
         for state, value in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)):
             sleep.labels(*values, state).set(value)
-        self.kv_usage = gauge(
-            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."
-        ).labels(*values)
+        self.kv_usage = gauge(_V.kv_usage[0], "KV-cache usage. 1 means 100 percent usage.").labels(
+            *values
+        )
         self.gpu_cache_usage = (
-            gauge(
-                "vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage."
-            ).labels(*values)
+            gauge(_V.kv_usage[1], "GPU KV-cache usage. 1 means 100 percent usage.").labels(*values)
             if old
             else None
         )
@@ -178,10 +179,10 @@ class VllmMetrics:
 
         tokens = request_token_buckets(max_model_len)
         self.prompt_tokens_request = histogram(
-            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokens
+            _V.prompt_length, "Number of prefill tokens processed.", tokens
         )
         self.generation_tokens_request = histogram(
-            "vllm:request_generation_tokens", "Number of generation tokens processed.", tokens
+            _V.output_length, "Number of generation tokens processed.", tokens
         )
         self.iteration_tokens = histogram(
             "vllm:iteration_tokens_total",
@@ -202,12 +203,12 @@ class VllmMetrics:
             tokens,
         )
         self.ttft = histogram(
-            "vllm:time_to_first_token_seconds",
+            _V.ttft,
             "Histogram of time to first token in seconds.",
             VLLM_TTFT_BUCKETS,
         )
         self.itl = histogram(
-            "vllm:time_per_output_token_seconds" if old else "vllm:inter_token_latency_seconds",
+            _V.itl[1] if old else _V.itl[0],
             "Histogram of inter-token latency in seconds.",
             VLLM_ITL_BUCKETS,
         )
@@ -215,19 +216,19 @@ class VllmMetrics:
             None
             if old
             else histogram(
-                "vllm:request_time_per_output_token_seconds",
+                _V.request_tpot or "",
                 "Histogram of time_per_output_token_seconds per request.",
                 VLLM_ITL_BUCKETS,
             )
         )
         latency = VLLM_REQUEST_LATENCY_BUCKETS
         self.e2e = histogram(
-            "vllm:e2e_request_latency_seconds",
+            _V.e2e,
             "Histogram of e2e request latency in seconds.",
             latency,
         )
         self.queue = histogram(
-            "vllm:request_queue_time_seconds",
+            _V.queue_time,
             "Histogram of time spent in WAITING phase for request.",
             latency,
         )
@@ -329,18 +330,18 @@ class SglangMetrics:
         def sched_counter(name: str, doc: str) -> Counter:
             return Counter(name, doc, list(sched), registry=r).labels(**sched)
 
-        self.running = gauge("sglang:num_running_reqs", "The number of running requests.")
-        self.queued = gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
+        self.running = gauge(_S.running, "The number of running requests.")
+        self.queued = gauge(_S.waiting, "The number of requests in the waiting queue.")
         self.gen_throughput = gauge("sglang:gen_throughput", "The generation throughput (token/s).")
-        gauge("sglang:cache_hit_rate", "The prefix cache hit rate.")
-        self.token_usage = gauge("sglang:token_usage", "The token usage.")
+        gauge(_S.prefix_cache_hit_rate, "The prefix cache hit rate.")
+        self.token_usage = gauge(_S.kv_usage[0], "The token usage.")
         self.used_tokens = gauge("sglang:num_used_tokens", "The number of used tokens.")
         self.retracted = gauge("sglang:num_retracted_reqs", "The number of retracted requests.")
         self.retracted_total = sched_counter(
             "sglang:num_retracted_requests_total", "Total number of retracted requests."
         )
         self.queue_time = Histogram(
-            "sglang:queue_time_seconds",
+            _S.queue_time,
             "Histogram of queueing time in seconds.",
             list(sched),
             buckets=list(SGLANG_QUEUE_BUCKETS),
@@ -364,27 +365,27 @@ class SglangMetrics:
             registry=r,
         ).labels(**tok)  # fmt: skip
         self.prompt_hist = Histogram(
-            "sglang:prompt_tokens_histogram", "Histogram of prompt token length.", list(tok),
+            _S.prompt_length, "Histogram of prompt token length.", list(tok),
             buckets=list(SGLANG_TOKENS_BUCKETS), registry=r,
         ).labels(**tok)  # fmt: skip
         self.generation_hist = Histogram(
-            "sglang:generation_tokens_histogram", "Histogram of generation token length.",
+            _S.output_length, "Histogram of generation token length.",
             list(tok), buckets=list(SGLANG_TOKENS_BUCKETS), registry=r,
         ).labels(**tok)  # fmt: skip
         self.ttft = Histogram(
-            "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+            _S.ttft, "Histogram of time to first token in seconds.",
             streaming, buckets=list(SGLANG_TTFT_BUCKETS), registry=r,
         )  # fmt: skip
         self.itl = Histogram(
-            "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+            _S.itl[0], "Histogram of inter-token latency in seconds.",
             list(tok), buckets=list(SGLANG_ITL_BUCKETS), registry=r,
         ).labels(**tok)  # fmt: skip
         self.tpot = Histogram(
-            "sglang:request_time_per_output_token_seconds", "Per-request TPOT in seconds.",
+            _S.request_tpot or "", "Per-request TPOT in seconds.",
             streaming, buckets=list(SGLANG_ITL_BUCKETS), registry=r,
         )  # fmt: skip
         self.e2e = Histogram(
-            "sglang:e2e_request_latency_seconds",
+            _S.e2e,
             "Histogram of End-to-end request latency in seconds",
             streaming, buckets=list(SGLANG_E2E_BUCKETS), registry=r,
         )  # fmt: skip
