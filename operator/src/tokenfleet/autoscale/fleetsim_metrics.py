@@ -12,20 +12,18 @@ import bisect
 from dataclasses import dataclass, field
 
 from tokenfleet.autoscale.types import Signals
+from tokenfleet.engines import vllm
 
 RATE_WINDOW_S = 60.0  # rate(...[1m]): the window the signals are computed over
 SCRAPE_INTERVAL_S = 15.0  # Prometheus scrape interval; also the decision cadence
-# vLLM's bucket boundaries (reference/engines.md): TTFT, and per-request TPOT (0.11+).
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
-# vllm:request_queue_time_seconds (vLLM 0.32 buckets.REQUEST_LATENCY_BUCKETS).
-QUEUE_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
+# vLLM's bucket boundaries, from the engine registry: TTFT, queue time
+# (vllm:request_queue_time_seconds) and per-request TPOT (0.11+).
+TTFT_BUCKETS = vllm.TTFT_BUCKETS
+QUEUE_BUCKETS = vllm.REQUEST_LATENCY_BUCKETS
 # The request mix changes slowly: its length histograms are read over 10 minutes
 # (increase(...[10m])), so a 1% tail is not three requests of one minute.
 MIX_WINDOW_S = 600.0
-TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
-                7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
+TPOT_BUCKETS = vllm.ITL_BUCKETS
 
 
 def histogram_quantile(q: float, values: list[float], buckets: tuple[float, ...]) -> float | None:

@@ -13,6 +13,8 @@ Public names:
 - NodeRole(nnodes, node_rank, leader_address): one node of a multi-node replica; rank and
   address may be "$(LWS_WORKER_INDEX)" / "$(LWS_LEADER_ADDRESS)" (expanded by the kubelet).
 - ENGINES: {"vllm": INFO, "sglang": INFO}; PROGRAMS: {"vllm": ("vllm", "serve"), ...}.
+- REGISTRY, engine(kind) -> Engine: every fact of one engine kind in one record
+  (engines/registry.py: info, program, default version, histogram buckets, memory profile).
 """
 
 from __future__ import annotations
@@ -20,21 +22,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tokenfleet.capacity.engine_profiles import parse_version
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines import sglang, vllm
+from tokenfleet.engines.registry import REGISTRY, Engine, engine
 from tokenfleet.engines.types import EngineInfo, MetricNames, NodeRole
 
-ENGINES: dict[str, EngineInfo] = {"vllm": vllm.INFO, "sglang": sglang.INFO}
+ENGINES: dict[str, EngineInfo] = {kind: e.info for kind, e in REGISTRY.items()}
 # The default program of each engine's container command (what precedes engine_args).
-PROGRAMS: dict[str, tuple[str, ...]] = {"vllm": vllm.PROGRAM, "sglang": sglang.PROGRAM}
+PROGRAMS: dict[str, tuple[str, ...]] = {kind: e.program for kind, e in REGISTRY.items()}
 
 __all__ = [
     "ENGINES",
     "PROGRAMS",
+    "REGISTRY",
+    "Engine",
     "EngineInfo",
     "MetricNames",
     "NodeRole",
+    "engine",
     "engine_args",
     "engine_command",
     "engine_info",
@@ -43,10 +48,7 @@ __all__ = [
 
 
 def engine_info(name: str) -> EngineInfo:
-    try:
-        return ENGINES[name]
-    except KeyError:
-        raise PlanError("engine", name, "unknown engine", "use vllm or sglang") from None
+    return engine(name).info
 
 
 def worker_serves_health(plan: Plan) -> bool:

@@ -19,6 +19,28 @@ PORT = 30000
 DIST_INIT_PORT = 5000  # the port the LWS SGLang example uses for --dist-init-addr
 PROGRAM: tuple[str, ...] = ("python3", "-m", "sglang.launch_server")
 
+# sglang/srt/observability/metrics_collector.py (SGLang 0.5): the histogram bounds the
+# engine exports; the simulator's exporter uses these same tuples.
+TTFT_BUCKETS = (
+    0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+    200.0, 400.0,
+)  # fmt: skip
+E2E_BUCKETS = (*TTFT_BUCKETS, 600.0, 1200.0, 1800.0, 2400.0)
+ITL_BUCKETS = (
+    0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08,
+    0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0,
+)  # fmt: skip
+QUEUE_BUCKETS = (
+    0.0, 0.001, 0.005, 0.010, 0.050, 0.100, 0.200, 0.500, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40,
+    50, 60, 70, 80, 90, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600,
+    1800, 2000, 2500, 3000,
+)  # fmt: skip
+TOKENS_BUCKETS = (
+    100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000,
+    12500, 15000, 17500, 20000, 22500, 25000, 27500, 30000, 35000, 40000, 60000, 80000,
+    100000, 200000, 300000, 400000, 600000, 800000, 1000000, 1100000,
+)  # fmt: skip
+
 METRICS = MetricNames(
     ttft="sglang:time_to_first_token_seconds",
     itl=("sglang:inter_token_latency_seconds",),
@@ -40,15 +62,9 @@ METRICS = MetricNames(
     # sglang/srt/observability/metrics_collector.py (0.5.23): the Gauge
     # "sglang:cache_hit_rate", the scheduler's recent prefix-cache hit rate.
     prefix_cache_hit_rate="sglang:cache_hit_rate",
-    ttft_buckets=(
-        0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
-        200.0, 400.0,
-    ),
-    itl_buckets=(
-        0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08,
-        0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0,
-    ),
-)  # fmt: skip
+    ttft_buckets=TTFT_BUCKETS,
+    itl_buckets=ITL_BUCKETS,
+)
 
 INFO = EngineInfo(
     name="sglang",

@@ -28,6 +28,24 @@ NATIVE_MULTINODE_SINCE = (0, 12, 0)
 # The helper script of the vllm/vllm-openai image that the LWS vLLM example runs.
 RAY_SCRIPT = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
 
+# vllm/v1/metrics/buckets.py (vLLM 0.32): the histogram bounds the engine exports; the
+# simulator's exporter and the fleet simulator's signals use these same tuples.
+REQUEST_LATENCY_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+    10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+ITL_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0,
+)  # fmt: skip
+ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+PARAMS_N_BUCKETS = (1, 2, 5, 10, 20)
+PREEMPTIONS_BUCKETS = (1, 2, 3, 4, 5, 10, 20)
+
 METRICS = MetricNames(
     ttft="vllm:time_to_first_token_seconds",
     # Renamed in 0.11; the old name stays for older engines.
@@ -49,15 +67,9 @@ METRICS = MetricNames(
     # and "vllm:prefix_cache_hits", in prompt tokens (exported with _total).
     prefix_cache_hits="vllm:prefix_cache_hits_total",
     prefix_cache_queries="vllm:prefix_cache_queries_total",
-    ttft_buckets=(
-        0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-        7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-    ),
-    itl_buckets=(
-        0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-        10.0, 20.0, 40.0, 80.0,
-    ),
-)  # fmt: skip
+    ttft_buckets=TTFT_BUCKETS,
+    itl_buckets=ITL_BUCKETS,
+)
 
 INFO = EngineInfo(
     name="vllm",

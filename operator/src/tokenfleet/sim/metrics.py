@@ -16,44 +16,24 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from tokenfleet.engines import sglang, vllm
 from tokenfleet.scheduling.core import ScheduledStep, Scheduler, SimRequest, StepOutcome
 
-# --- vLLM 0.32 buckets (vllm/v1/metrics/buckets.py) ----------------------------------------
-VLLM_REQUEST_LATENCY_BUCKETS = (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
-)  # fmt: skip
-VLLM_TTFT_BUCKETS = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-    10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
-VLLM_ITL_BUCKETS = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0,
-)  # fmt: skip
-VLLM_ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
-VLLM_PARAMS_N_BUCKETS = (1, 2, 5, 10, 20)
-VLLM_PREEMPTIONS_BUCKETS = (1, 2, 3, 4, 5, 10, 20)
-
-# --- SGLang 0.5 buckets (TokenizerMetricsCollector / SchedulerMetricsCollector) --------------
-SGLANG_TTFT_BUCKETS = (
-    0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400,
-)  # fmt: skip
-SGLANG_E2E_BUCKETS = (*SGLANG_TTFT_BUCKETS, 600, 1200, 1800, 2400)
-SGLANG_ITL_BUCKETS = (
-    0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
-    0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000,
-)  # fmt: skip
-SGLANG_QUEUE_BUCKETS = (
-    0.0, 0.001, 0.005, 0.010, 0.050, 0.100, 0.200, 0.500, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40,
-    50, 60, 70, 80, 90, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600,
-    1800, 2000, 2500, 3000,
-)  # fmt: skip
-SGLANG_TOKENS_BUCKETS = (
-    100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000,
-    12500, 15000, 17500, 20000, 22500, 25000, 27500, 30000, 35000, 40000, 60000, 80000,
-    100000, 200000, 300000, 400000, 600000, 800000, 1000000, 1100000,
-)  # fmt: skip
+# The engines' own series names and histogram bounds, owned by tokenfleet.engines (one copy
+# per engine), so the exporter and the autoscaler's queries cannot drift apart.
+_V = vllm.METRICS
+_S = sglang.METRICS
+VLLM_REQUEST_LATENCY_BUCKETS = vllm.REQUEST_LATENCY_BUCKETS
+VLLM_TTFT_BUCKETS = vllm.TTFT_BUCKETS
+VLLM_ITL_BUCKETS = vllm.ITL_BUCKETS
+VLLM_ITERATION_TOKENS_BUCKETS = vllm.ITERATION_TOKENS_BUCKETS
+VLLM_PARAMS_N_BUCKETS = vllm.PARAMS_N_BUCKETS
+VLLM_PREEMPTIONS_BUCKETS = vllm.PREEMPTIONS_BUCKETS
+SGLANG_TTFT_BUCKETS = sglang.TTFT_BUCKETS
+SGLANG_E2E_BUCKETS = sglang.E2E_BUCKETS
+SGLANG_ITL_BUCKETS = sglang.ITL_BUCKETS
+SGLANG_QUEUE_BUCKETS = sglang.QUEUE_BUCKETS
+SGLANG_TOKENS_BUCKETS = sglang.TOKENS_BUCKETS
 
 NOT_EMULATED: dict[str, str] = {
     "vllm:cache_config_info": "its labels are every CacheConfig field of the real engine",
@@ -123,12 +103,12 @@ class VllmMetrics:
         def histogram(name: str, doc: str, buckets: Iterable[float]) -> Histogram:
             return Histogram(name, doc, names, buckets=list(buckets), registry=r).labels(*values)
 
-        self.running = gauge(
-            "vllm:num_requests_running", "Number of requests in model execution batches."
-        ).labels(*values)
-        self.waiting = gauge(
-            "vllm:num_requests_waiting", "Number of requests waiting to be processed."
-        ).labels(*values)
+        self.running = gauge(_V.running, "Number of requests in model execution batches.").labels(
+            *values
+        )
+        self.waiting = gauge(_V.waiting, "Number of requests waiting to be processed.").labels(
+            *values
+        )
         by_reason = gauge(
             "vllm:num_requests_waiting_by_reason",
             "Number of waiting requests by reason.",
@@ -139,13 +119,11 @@ class VllmMetrics:
         sleep = gauge("vllm:engine_sleep_state", "Engine sleep state.", ["sleep_state"])
         for state, value in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)):
             sleep.labels(*values, state).set(value)
-        self.kv_usage = gauge(
-            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."
-        ).labels(*values)
+        self.kv_usage = gauge(_V.kv_usage[0], "KV-cache usage. 1 means 100 percent usage.").labels(
+            *values
+        )
         self.gpu_cache_usage = (
-            gauge(
-                "vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage."
-            ).labels(*values)
+            gauge(_V.kv_usage[1], "GPU KV-cache usage. 1 means 100 percent usage.").labels(*values)
             if old
             else None
         )
@@ -201,10 +179,10 @@ class VllmMetrics:
 
         tokens = request_token_buckets(max_model_len)
         self.prompt_tokens_request = histogram(
-            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokens
+            _V.prompt_length, "Number of prefill tokens processed.", tokens
         )
         self.generation_tokens_request = histogram(
-            "vllm:request_generation_tokens", "Number of generation tokens processed.", tokens
+            _V.output_length, "Number of generation tokens processed.", tokens
         )
         self.iteration_tokens = histogram(
             "vllm:iteration_tokens_total",
@@ -225,12 +203,12 @@ class VllmMetrics:
             tokens,
         )
         self.ttft = histogram(
-            "vllm:time_to_first_token_seconds",
+            _V.ttft,
             "Histogram of time to first token in seconds.",
             VLLM_TTFT_BUCKETS,
         )
         self.itl = histogram(
-            "vllm:time_per_output_token_seconds" if old else "vllm:inter_token_latency_seconds",
+            _V.itl[1] if old else _V.itl[0],
             "Histogram of inter-token latency in seconds.",
             VLLM_ITL_BUCKETS,
         )
@@ -238,19 +216,19 @@ class VllmMetrics:
             None
             if old
             else histogram(
-                "vllm:request_time_per_output_token_seconds",
+                _V.request_tpot or "",
                 "Histogram of time_per_output_token_seconds per request.",
                 VLLM_ITL_BUCKETS,
             )
         )
         latency = VLLM_REQUEST_LATENCY_BUCKETS
         self.e2e = histogram(
-            "vllm:e2e_request_latency_seconds",
+            _V.e2e,
             "Histogram of e2e request latency in seconds.",
             latency,
         )
         self.queue = histogram(
-            "vllm:request_queue_time_seconds",
+            _V.queue_time,
             "Histogram of time spent in WAITING phase for request.",
             latency,
         )
@@ -352,18 +330,18 @@ class SglangMetrics:
         def sched_counter(name: str, doc: str) -> Counter:
             return Counter(name, doc, list(sched), registry=r).labels(**sched)
 
-        self.running = gauge("sglang:num_running_reqs", "The number of running requests.")
-        self.queued = gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
+        self.running = gauge(_S.running, "The number of running requests.")
+        self.queued = gauge(_S.waiting, "The number of requests in the waiting queue.")
         self.gen_throughput = gauge("sglang:gen_throughput", "The generation throughput (token/s).")
-        gauge("sglang:cache_hit_rate", "The prefix cache hit rate.")
-        self.token_usage = gauge("sglang:token_usage", "The token usage.")
+        gauge(_S.prefix_cache_hit_rate, "The prefix cache hit rate.")
+        self.token_usage = gauge(_S.kv_usage[0], "The token usage.")
         self.used_tokens = gauge("sglang:num_used_tokens", "The number of used tokens.")
         self.retracted = gauge("sglang:num_retracted_reqs", "The number of retracted requests.")
         self.retracted_total = sched_counter(
             "sglang:num_retracted_requests_total", "Total number of retracted requests."
         )
         self.queue_time = Histogram(
-            "sglang:queue_time_seconds",
+            _S.queue_time,
             "Histogram of queueing time in seconds.",
             list(sched),
             buckets=list(SGLANG_QUEUE_BUCKETS),
@@ -387,27 +365,27 @@ class SglangMetrics:
             registry=r,
         ).labels(**tok)  # fmt: skip
         self.prompt_hist = Histogram(
-            "sglang:prompt_tokens_histogram", "Histogram of prompt token length.", list(tok),
+            _S.prompt_length, "Histogram of prompt token length.", list(tok),
             buckets=list(SGLANG_TOKENS_BUCKETS), registry=r,
         ).labels(**tok)  # fmt: skip
         self.generation_hist = Histogram(
-            "sglang:generation_tokens_histogram", "Histogram of generation token length.",
+            _S.output_length, "Histogram of generation token length.",
             list(tok), buckets=list(SGLANG_TOKENS_BUCKETS), registry=r,
         ).labels(**tok)  # fmt: skip
         self.ttft = Histogram(
-            "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+            _S.ttft, "Histogram of time to first token in seconds.",
             streaming, buckets=list(SGLANG_TTFT_BUCKETS), registry=r,
         )  # fmt: skip
         self.itl = Histogram(
-            "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+            _S.itl[0], "Histogram of inter-token latency in seconds.",
             list(tok), buckets=list(SGLANG_ITL_BUCKETS), registry=r,
         ).labels(**tok)  # fmt: skip
         self.tpot = Histogram(
-            "sglang:request_time_per_output_token_seconds", "Per-request TPOT in seconds.",
+            _S.request_tpot or "", "Per-request TPOT in seconds.",
             streaming, buckets=list(SGLANG_ITL_BUCKETS), registry=r,
         )  # fmt: skip
         self.e2e = Histogram(
-            "sglang:e2e_request_latency_seconds",
+            _S.e2e,
             "Histogram of End-to-end request latency in seconds",
             streaming, buckets=list(SGLANG_E2E_BUCKETS), registry=r,
         )  # fmt: skip

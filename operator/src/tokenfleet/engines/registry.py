@@ -1,0 +1,85 @@
+"""One record per engine kind: where every fact tokenfleet knows about that engine lives.
+
+Pure lookups, no I/O. The facts themselves stay in the engine's own module (engines/vllm.py,
+engines/sglang.py: program, ports, flags, metric names, histogram bounds) and, for the
+memory model's version profiles, in capacity/engine_profiles.py: the capacity model reads
+those at every plan, and engines/ already sits above capacity (it imports capacity.types), so
+the registry points at them rather than moving them. Container images per engine and vendor
+are engines/images.py's table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS, EngineProfile, engine_profile
+from tokenfleet.capacity.errors import PlanError
+from tokenfleet.engines import sglang, vllm
+from tokenfleet.engines.types import EngineInfo, MetricNames
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An engine kind's facts, by meaning."""
+
+    info: EngineInfo  # port, probe and metrics paths, metric names
+    program: tuple[str, ...]  # the container command before the engine's arguments
+    default_version: str  # the version plans assume when spec.engine.version is unset
+    # Histogram base name -> the bucket upper bounds the engine exports it with (the
+    # token-length histograms of vLLM depend on max-model-len and are not listed).
+    buckets: Mapping[str, tuple[float, ...]]
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def metrics(self) -> MetricNames:
+        return self.info.metrics
+
+    def profile(self, version: str | None = None) -> EngineProfile:
+        """The memory model's profile of this engine at `version` (default: default_version)."""
+        return engine_profile(self.name, version)
+
+
+REGISTRY: Mapping[str, Engine] = {
+    "vllm": Engine(
+        info=vllm.INFO,
+        program=vllm.PROGRAM,
+        default_version=DEFAULT_VERSIONS["vllm"],
+        buckets={
+            vllm.METRICS.ttft: vllm.TTFT_BUCKETS,
+            **{name: vllm.ITL_BUCKETS for name in vllm.METRICS.itl},
+            vllm.METRICS.e2e: vllm.REQUEST_LATENCY_BUCKETS,
+            vllm.METRICS.queue_time: vllm.REQUEST_LATENCY_BUCKETS,
+            **({vllm.METRICS.request_tpot: vllm.ITL_BUCKETS} if vllm.METRICS.request_tpot else {}),
+        },
+    ),
+    "sglang": Engine(
+        info=sglang.INFO,
+        program=sglang.PROGRAM,
+        default_version=DEFAULT_VERSIONS["sglang"],
+        buckets={
+            sglang.METRICS.ttft: sglang.TTFT_BUCKETS,
+            **{name: sglang.ITL_BUCKETS for name in sglang.METRICS.itl},
+            sglang.METRICS.e2e: sglang.E2E_BUCKETS,
+            sglang.METRICS.queue_time: sglang.QUEUE_BUCKETS,
+            **(
+                {sglang.METRICS.request_tpot: sglang.ITL_BUCKETS}
+                if sglang.METRICS.request_tpot
+                else {}
+            ),
+            sglang.METRICS.prompt_length: sglang.TOKENS_BUCKETS,
+            sglang.METRICS.output_length: sglang.TOKENS_BUCKETS,
+        },
+    ),
+}
+
+
+def engine(kind: str) -> Engine:
+    """The registry's record of `kind`; a PlanError naming the field for an unknown one."""
+    try:
+        return REGISTRY[kind]
+    except KeyError:
+        raise PlanError("engine", kind, "unknown engine", "use vllm or sglang") from None
