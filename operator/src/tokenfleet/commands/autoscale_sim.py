@@ -122,7 +122,7 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def _policies(value: str) -> tuple[str, ...]:
-    from tokenfleet.autoscale.fleetsim_run import POLICIES
+    from tokenfleet.autoscale.fleetsim.run import POLICIES
 
     if value == "all":
         return POLICIES
@@ -189,11 +189,11 @@ def _from_service(path: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tokenfleet.autoscale import fleetsim_report as report
-    from tokenfleet.autoscale.fleetsim_frontier import frontier
-    from tokenfleet.autoscale.fleetsim_run import SimOptions, run_routings
-    from tokenfleet.autoscale.fleetsim_run import run as simulate
-    from tokenfleet.autoscale.fleetsim_traces import load
+    from tokenfleet.autoscale.fleetsim import report
+    from tokenfleet.autoscale.fleetsim.frontier import frontier
+    from tokenfleet.autoscale.fleetsim.run import SimOptions, run_routings
+    from tokenfleet.autoscale.fleetsim.run import run as simulate
+    from tokenfleet.autoscale.fleetsim.traces import load
 
     if args.min_replicas < 0:
         raise PlanError("--min-replicas", args.min_replicas, "must be 0 or more", "pass 0 or 1")

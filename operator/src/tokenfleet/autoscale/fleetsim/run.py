@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tokenfleet.api.spec import LLMServiceSpec
-from tokenfleet.autoscale import fleetsim_metrics as metrics
 from tokenfleet.autoscale.attainability import (
     Ceiling,
     LengthHistogram,
@@ -26,8 +25,9 @@ from tokenfleet.autoscale.attainability import (
     longest_prompt,
     targets,
 )
-from tokenfleet.autoscale.fleetsim_fleet import Fleet, ReplicaShape
-from tokenfleet.autoscale.fleetsim_policies import (
+from tokenfleet.autoscale.fleetsim import metrics
+from tokenfleet.autoscale.fleetsim.fleet import Fleet, ReplicaShape
+from tokenfleet.autoscale.fleetsim.policies import (
     Autoscaler,
     FleetView,
     Oracle,
@@ -38,9 +38,9 @@ from tokenfleet.autoscale.fleetsim_policies import (
     keda,
     needed_replicas,
 )
-from tokenfleet.autoscale.fleetsim_replica import FleetRequest
-from tokenfleet.autoscale.fleetsim_tracefiles import Dropped
-from tokenfleet.autoscale.fleetsim_traces import Trace
+from tokenfleet.autoscale.fleetsim.replica import FleetRequest
+from tokenfleet.autoscale.fleetsim.tracefiles import Dropped
+from tokenfleet.autoscale.fleetsim.traces import Trace
 from tokenfleet.autoscale.mix import mix_capacity
 from tokenfleet.autoscale.types import FleetState
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
@@ -73,7 +73,7 @@ class SimOptions:
     target_utilization: float | None = None  # default: the operator's (spec.autoscaling)
     seed: int = 0
     strict: bool = False  # refuse a trace with rows the model cannot serve, instead of dropping
-    routing: str = "load"  # fleetsim_fleet.ROUTINGS: the router in front of the replicas
+    routing: str = "load"  # fleetsim.fleet.ROUTINGS: the router in front of the replicas
     request: PlanRequest | None = None
     """The layout to replay (the plan flags, or an LLMService's): None plans model + gpu +
     engine as the planner would. Its lengths and SLO are replaced by the trace's and ours."""
