@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.pinned import pin_layout
 from tokenfleet.capacity.types import DEFAULT_TPOT_SLO_MS, DEFAULT_TTFT_SLO_MS
 from tokenfleet.commands.paths import check_output_file
 
@@ -162,13 +163,7 @@ def _from_service(path: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     spec = service.spec
     if p.request is None:  # plan_service always keeps its request; a bug otherwise
         raise RuntimeError(f"{path}: the plan lost its request")
-    request = dataclasses.replace(
-        p.request,
-        tensor_parallel_size=p.tensor_parallel_size,
-        pipeline_parallel_size=p.pipeline_parallel_size,
-        pipeline_auto=False,
-        max_model_len=p.max_model_len,
-    )
+    request = pin_layout(p.request, p)
     auto = spec.autoscaling.model_dump(by_alias=True, exclude_none=True)
     for key in ("enabled", "minReplicas", "maxReplicas", "prometheus"):
         auto.pop(key, None)

@@ -44,6 +44,7 @@ from tokenfleet.autoscale.fleetsim.traces import Trace
 from tokenfleet.autoscale.mix import mix_capacity
 from tokenfleet.autoscale.types import FleetState
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
+from tokenfleet.capacity.pinned import pin_layout
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.sim.metrics import SGLANG_TOKENS_BUCKETS, request_token_buckets
 
@@ -174,15 +175,7 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
     nominal = p.predicted.goodput_requests_per_second
     # The feed-forward the operator would have: plan() at the observed mix (mix.py), the
     # layout pinned to the one planned.
-    pinned = replace(
-        base,
-        tensor_parallel_size=p.tensor_parallel_size,
-        pipeline_parallel_size=p.pipeline_parallel_size,
-        pipeline_auto=False,
-        max_model_len=p.max_model_len,
-        ttft_slo_ms=options.ttft_ms,
-        tpot_slo_ms=options.tpot_ms,
-    )
+    pinned = pin_layout(base, p, ttft_slo_ms=options.ttft_ms, tpot_slo_ms=options.tpot_ms)
 
     def goodput(prompt_tokens: int, output_tokens: int) -> float:
         if prompt_tokens + output_tokens > p.max_model_len:
