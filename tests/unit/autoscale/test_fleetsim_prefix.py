@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tokenfleet.autoscale.fleetsim_fleet import Fleet
-from tokenfleet.autoscale.fleetsim_policies import Static
-from tokenfleet.autoscale.fleetsim_prefix import BLOCK_TOKENS, PrefixCache
-from tokenfleet.autoscale.fleetsim_replica import FleetRequest
-from tokenfleet.autoscale.fleetsim_run import SimOptions, prepare, run_policy
-from tokenfleet.autoscale.fleetsim_traces import load_csv
+from tokenfleet.autoscale.fleetsim.fleet import Fleet
+from tokenfleet.autoscale.fleetsim.policies import Static
+from tokenfleet.autoscale.fleetsim.prefix import BLOCK_TOKENS, PrefixCache
+from tokenfleet.autoscale.fleetsim.replica import FleetRequest
+from tokenfleet.autoscale.fleetsim.run import SimOptions, prepare, run_policy
+from tokenfleet.autoscale.fleetsim.traces import load_csv
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.cli import main
 

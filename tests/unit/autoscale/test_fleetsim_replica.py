@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from tokenfleet.autoscale.fleetsim_replica import FastReplica, FleetRequest
+from tokenfleet.autoscale.fleetsim.replica import FastReplica, FleetRequest
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model, plan, step_model
 from tokenfleet.scheduling.core import Arrival, SchedulerConfig, simulate
 

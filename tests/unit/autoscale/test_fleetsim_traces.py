@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenfleet.autoscale.fleetsim_metrics import TTFT_BUCKETS, attainment, histogram_quantile
-from tokenfleet.autoscale.fleetsim_traces import (
+from tokenfleet.autoscale.fleetsim.metrics import TTFT_BUCKETS, attainment, histogram_quantile
+from tokenfleet.autoscale.fleetsim.traces import (
     BUILT_IN,
     arrival_cv,
     load,

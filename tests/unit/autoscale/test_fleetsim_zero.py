@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenfleet.autoscale.fleetsim_run import SimOptions, make_autoscaler, prepare, run_policy
-from tokenfleet.autoscale.fleetsim_traces import load_csv
+from tokenfleet.autoscale.fleetsim.run import SimOptions, make_autoscaler, prepare, run_policy
+from tokenfleet.autoscale.fleetsim.traces import load_csv
 from tokenfleet.cli import main
 
 

@@ -10,11 +10,11 @@ import random
 
 import pytest
 
-from tokenfleet.autoscale import fleetsim_run
 from tokenfleet.autoscale.attainability import idle_ttft
-from tokenfleet.autoscale.fleetsim_policies import Tokenfleet
-from tokenfleet.autoscale.fleetsim_run import Setup, SimOptions, prepare, run_policy
-from tokenfleet.autoscale.fleetsim_traces import Trace, TraceRequest
+from tokenfleet.autoscale.fleetsim import run as fleetsim_run
+from tokenfleet.autoscale.fleetsim.policies import Tokenfleet
+from tokenfleet.autoscale.fleetsim.run import Setup, SimOptions, prepare, run_policy
+from tokenfleet.autoscale.fleetsim.traces import Trace, TraceRequest
 
 DURATION = 900.0
 RATE = 8.0

@@ -42,7 +42,7 @@ from tokenfleet.engines.types import MetricNames
 # usual rule of thumb so a window always holds at least two samples despite a missed scrape.
 DEFAULT_WINDOW_SECONDS = 60.0
 # The request mix (prompt lengths) changes slowly: read over 10 minutes, so a 1% tail is
-# more than the few requests of one minute (fleetsim_metrics.MIX_WINDOW_S, the same).
+# more than the few requests of one minute (fleetsim.metrics.MIX_WINDOW_S, the same).
 MIX_WINDOW_SECONDS = 600.0
 # Two boundaries closer than this (relative) are the same number printed differently.
 BOUNDARY_TOLERANCE = 1e-9

@@ -71,16 +71,18 @@ class SiliconRow:
     tpot_ms: float
 
 
+def _number(raw: str, key: str, line: int, fix: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise PlanError(f"line {line}: {key}", raw, "is not a number", fix) from None
+
+
 def _int(row: dict[str, str], key: str, line: int, default: int | None = None) -> int:
     raw = (row.get(key) or "").strip()
     if not raw and default is not None:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise PlanError(
-            f"line {line}: {key}", raw, "is not a number", f"give {key} as an integer"
-        ) from None
+    value = _number(raw, key, line, f"give {key} as an integer")
     if not value.is_integer():
         raise PlanError(f"line {line}: {key}", raw, "is not an integer", f"give {key} as one")
     return int(value)
@@ -88,12 +90,7 @@ def _int(row: dict[str, str], key: str, line: int, default: int | None = None) -
 
 def _float(row: dict[str, str], key: str, line: int) -> float:
     raw = (row.get(key) or "").strip()
-    try:
-        value = float(raw)
-    except ValueError:
-        raise PlanError(
-            f"line {line}: {key}", raw, "is not a number", f"give {key} in milliseconds"
-        ) from None
+    value = _number(raw, key, line, f"give {key} in milliseconds")
     if not math.isfinite(value) or value <= 0:
         raise PlanError(f"line {line}: {key}", raw, "must be positive", "drop or fix the row")
     return value

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.pinned import pin_layout
 from tokenfleet.capacity.types import DEFAULT_TPOT_SLO_MS, DEFAULT_TTFT_SLO_MS
 from tokenfleet.commands.paths import check_output_file
 
@@ -122,7 +123,7 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def _policies(value: str) -> tuple[str, ...]:
-    from tokenfleet.autoscale.fleetsim_run import POLICIES
+    from tokenfleet.autoscale.fleetsim.run import POLICIES
 
     if value == "all":
         return POLICIES
@@ -162,13 +163,7 @@ def _from_service(path: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     spec = service.spec
     if p.request is None:  # plan_service always keeps its request; a bug otherwise
         raise RuntimeError(f"{path}: the plan lost its request")
-    request = dataclasses.replace(
-        p.request,
-        tensor_parallel_size=p.tensor_parallel_size,
-        pipeline_parallel_size=p.pipeline_parallel_size,
-        pipeline_auto=False,
-        max_model_len=p.max_model_len,
-    )
+    request = pin_layout(p.request, p)
     auto = spec.autoscaling.model_dump(by_alias=True, exclude_none=True)
     for key in ("enabled", "minReplicas", "maxReplicas", "prometheus"):
         auto.pop(key, None)
@@ -189,11 +184,11 @@ def _from_service(path: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tokenfleet.autoscale import fleetsim_report as report
-    from tokenfleet.autoscale.fleetsim_frontier import frontier
-    from tokenfleet.autoscale.fleetsim_run import SimOptions, run_routings
-    from tokenfleet.autoscale.fleetsim_run import run as simulate
-    from tokenfleet.autoscale.fleetsim_traces import load
+    from tokenfleet.autoscale.fleetsim import report
+    from tokenfleet.autoscale.fleetsim.frontier import frontier
+    from tokenfleet.autoscale.fleetsim.run import SimOptions, run_routings
+    from tokenfleet.autoscale.fleetsim.run import run as simulate
+    from tokenfleet.autoscale.fleetsim.traces import load
 
     if args.min_replicas < 0:
         raise PlanError("--min-replicas", args.min_replicas, "must be 0 or more", "pass 0 or 1")

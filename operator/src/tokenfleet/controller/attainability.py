@@ -17,6 +17,7 @@ from typing import Any
 from tokenfleet.api import LLMService
 from tokenfleet.autoscale.attainability import Ceiling, ceiling
 from tokenfleet.autoscale.signals import Observation
+from tokenfleet.capacity.pinned import pin_layout
 from tokenfleet.capacity.types import Plan
 from tokenfleet.controller import status as st
 from tokenfleet.scheduling.core import StepTimer
@@ -154,13 +155,7 @@ def _plan_mix(shape: _Shape, prompts: Any, output: float) -> float | None:
     p = shape.plan
     if p.request is None:
         return None
-    pinned = replace(
-        p.request,
-        tensor_parallel_size=p.tensor_parallel_size,
-        pipeline_parallel_size=p.pipeline_parallel_size,
-        pipeline_auto=False,
-        max_model_len=p.max_model_len,
-    )
+    pinned = pin_layout(p.request, p)
 
     def goodput(prompt_tokens: int, output_tokens: int) -> float:
         if prompt_tokens + output_tokens > p.max_model_len:

@@ -267,14 +267,14 @@ class KubeClient:
     ) -> dict[str, Any]:
         """Merge-patch status; with `resource_version`, only if the object still has it
         (else HTTP 409): the precondition that lets two writers share one status."""
-        body: dict[str, Any] = {"status": status}
-        if resource_version is not None:
-            body["metadata"] = {"resourceVersion": resource_version}
-        return await self.request(
-            "PATCH",
-            object_path(api_version, plural_of(kind), namespace, name, "status"),
-            body=body,
-            content_type=MERGE_CONTENT_TYPE,
+        return await self._merge_subresource(
+            api_version,
+            kind,
+            namespace,
+            name,
+            "status",
+            {"status": status},
+            resource_version,
             what=f"update status of {kind} {namespace}/{name}",
         )
 
@@ -290,15 +290,39 @@ class KubeClient:
     ) -> dict[str, Any]:
         """Set replicas through the scale subresource, as `kubectl scale` and the HPA do
         (so they all write the same field); with `resource_version`, only if unchanged."""
-        body: dict[str, Any] = {"spec": {"replicas": replicas}}
+        return await self._merge_subresource(
+            api_version,
+            kind,
+            namespace,
+            name,
+            "scale",
+            {"spec": {"replicas": replicas}},
+            resource_version,
+            what=f"scale {kind} {namespace}/{name} to {replicas}",
+        )
+
+    async def _merge_subresource(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        subresource: str,
+        body: dict[str, Any],
+        resource_version: str | None,
+        *,
+        what: str,
+    ) -> dict[str, Any]:
+        """Merge-patch a subresource; a `resource_version` makes it conditional (HTTP 409
+        when the object has moved on)."""
         if resource_version is not None:
-            body["metadata"] = {"resourceVersion": resource_version}
+            body = {**body, "metadata": {"resourceVersion": resource_version}}
         return await self.request(
             "PATCH",
-            object_path(api_version, plural_of(kind), namespace, name, "scale"),
+            object_path(api_version, plural_of(kind), namespace, name, subresource),
             body=body,
             content_type=MERGE_CONTENT_TYPE,
-            what=f"scale {kind} {namespace}/{name} to {replicas}",
+            what=what,
         )
 
     async def patch(

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
+
+from tokenfleet.capacity.pinned import pin_layout
 
 HIT_RATE_STEP = 0.05  # re-plan once the observed rate moves a step
 MAX_HIT_RATE = 0.95  # api/workload.py: prefixCacheHitRate le=0.95
@@ -64,14 +65,7 @@ def _plan_at(service: Any, hit_rate: float) -> float | None:
         p = plan_service(to_plan_request(service))
         if p.request is None:
             return None
-        pinned = replace(
-            p.request,
-            tensor_parallel_size=p.tensor_parallel_size,
-            pipeline_parallel_size=p.pipeline_parallel_size,
-            pipeline_auto=False,
-            max_model_len=p.max_model_len,
-            prefix_cache_hit_rate=hit_rate,
-        )
+        pinned = pin_layout(p.request, p, prefix_cache_hit_rate=hit_rate)
         goodput = float(plan(pinned).predicted.goodput_requests_per_second)
     except Exception:  # the reconciler reports plan errors; the spec's plan stands
         return None

@@ -16,6 +16,18 @@ from tokenfleet.render.meta import HTTP_ROLES, PORT_NAME, ROLE_LABEL, metadata, 
 SCRAPE_INTERVAL = "15s"
 
 
+def service_relabelings(service: LLMService) -> list[dict[str, Any]]:
+    """The `llmservice` and `namespace` labels every scrape of the service's pods carries."""
+    return [
+        {"action": "replace", "targetLabel": "llmservice", "replacement": service.name},
+        {
+            "action": "replace",
+            "sourceLabels": ["__meta_kubernetes_namespace"],
+            "targetLabel": "namespace",
+        },
+    ]
+
+
 def pod_monitor(service: LLMService, plan: Plan) -> dict[str, Any]:
     info = engine_info(plan.engine)
     return {
@@ -36,16 +48,7 @@ def pod_monitor(service: LLMService, plan: Plan) -> dict[str, Any]:
                     "path": info.metrics_path,
                     "interval": SCRAPE_INTERVAL,
                     "relabelings": [
-                        {
-                            "action": "replace",
-                            "targetLabel": "llmservice",
-                            "replacement": service.name,
-                        },
-                        {
-                            "action": "replace",
-                            "sourceLabels": ["__meta_kubernetes_namespace"],
-                            "targetLabel": "namespace",
-                        },
+                        *service_relabelings(service),
                         {
                             "action": "replace",
                             "sourceLabels": ["__meta_kubernetes_pod_name"],

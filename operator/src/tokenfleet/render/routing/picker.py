@@ -26,6 +26,7 @@ from tokenfleet.api import LLMService
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines import engine_info
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable, picker_image
+from tokenfleet.render.monitoring import service_relabelings
 from tokenfleet.render.routing.names import (
     picker_metadata,
     picker_name,
@@ -239,18 +240,7 @@ def picker_pod_monitor(service: LLMService) -> dict[str, Any]:
                     "port": "metrics",
                     "path": "/metrics",
                     "interval": "15s",
-                    "relabelings": [
-                        {
-                            "action": "replace",
-                            "targetLabel": "llmservice",
-                            "replacement": service.name,
-                        },
-                        {
-                            "action": "replace",
-                            "sourceLabels": ["__meta_kubernetes_namespace"],
-                            "targetLabel": "namespace",
-                        },
-                    ],
+                    "relabelings": service_relabelings(service),
                 }
             ],
         },

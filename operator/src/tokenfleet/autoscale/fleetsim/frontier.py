@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenfleet.autoscale.fleetsim_policies import Static
-from tokenfleet.autoscale.fleetsim_run import RunResult, Setup, run_policy
+from tokenfleet.autoscale.fleetsim.policies import Static
+from tokenfleet.autoscale.fleetsim.run import RunResult, Setup, run_policy
 
 PLATEAU_GAIN = 0.0005  # 0.05 points of attainment
 PLATEAU_STEPS = 2

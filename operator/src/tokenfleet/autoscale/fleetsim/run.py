@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tokenfleet.api.spec import LLMServiceSpec
-from tokenfleet.autoscale import fleetsim_metrics as metrics
 from tokenfleet.autoscale.attainability import (
     Ceiling,
     LengthHistogram,
@@ -26,8 +25,9 @@ from tokenfleet.autoscale.attainability import (
     longest_prompt,
     targets,
 )
-from tokenfleet.autoscale.fleetsim_fleet import Fleet, ReplicaShape
-from tokenfleet.autoscale.fleetsim_policies import (
+from tokenfleet.autoscale.fleetsim import metrics
+from tokenfleet.autoscale.fleetsim.fleet import Fleet, ReplicaShape
+from tokenfleet.autoscale.fleetsim.policies import (
     Autoscaler,
     FleetView,
     Oracle,
@@ -38,12 +38,13 @@ from tokenfleet.autoscale.fleetsim_policies import (
     keda,
     needed_replicas,
 )
-from tokenfleet.autoscale.fleetsim_replica import FleetRequest
-from tokenfleet.autoscale.fleetsim_tracefiles import Dropped
-from tokenfleet.autoscale.fleetsim_traces import Trace
+from tokenfleet.autoscale.fleetsim.replica import FleetRequest
+from tokenfleet.autoscale.fleetsim.tracefiles import Dropped
+from tokenfleet.autoscale.fleetsim.traces import Trace
 from tokenfleet.autoscale.mix import mix_capacity
 from tokenfleet.autoscale.types import FleetState
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
+from tokenfleet.capacity.pinned import pin_layout
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.sim.metrics import SGLANG_TOKENS_BUCKETS, request_token_buckets
 
@@ -73,7 +74,7 @@ class SimOptions:
     target_utilization: float | None = None  # default: the operator's (spec.autoscaling)
     seed: int = 0
     strict: bool = False  # refuse a trace with rows the model cannot serve, instead of dropping
-    routing: str = "load"  # fleetsim_fleet.ROUTINGS: the router in front of the replicas
+    routing: str = "load"  # fleetsim.fleet.ROUTINGS: the router in front of the replicas
     request: PlanRequest | None = None
     """The layout to replay (the plan flags, or an LLMService's): None plans model + gpu +
     engine as the planner would. Its lengths and SLO are replaced by the trace's and ours."""
@@ -174,15 +175,7 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
     nominal = p.predicted.goodput_requests_per_second
     # The feed-forward the operator would have: plan() at the observed mix (mix.py), the
     # layout pinned to the one planned.
-    pinned = replace(
-        base,
-        tensor_parallel_size=p.tensor_parallel_size,
-        pipeline_parallel_size=p.pipeline_parallel_size,
-        pipeline_auto=False,
-        max_model_len=p.max_model_len,
-        ttft_slo_ms=options.ttft_ms,
-        tpot_slo_ms=options.tpot_ms,
-    )
+    pinned = pin_layout(base, p, ttft_slo_ms=options.ttft_ms, tpot_slo_ms=options.tpot_ms)
 
     def goodput(prompt_tokens: int, output_tokens: int) -> float:
         if prompt_tokens + output_tokens > p.max_model_len:

@@ -3,7 +3,7 @@
 The public traces (Azure LLM inference 2023/2024, BurstGPT, Mooncake) cannot be downloaded
 here, so the built-in ones reproduce their shapes at a modest scale (30 simulated minutes,
 a 2-hour "day" for `diurnal`, a few to tens of req/s); recorded traces (Azure CSV, plain CSV,
-JSONL) are read by fleetsim_tracefiles. Everything is seeded: the same name and seed give
+JSONL) are read by fleetsim.tracefiles. Everything is seeded: the same name and seed give
 the same requests.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tokenfleet.autoscale.fleetsim_tracefiles import Dropped, read_rows
+from tokenfleet.autoscale.fleetsim.tracefiles import Dropped, read_rows
 from tokenfleet.capacity.errors import PlanError
 
 DURATION_S = 1800.0  # 30 simulated minutes: long enough for a 300 s window to matter twice
@@ -119,7 +119,7 @@ def synthetic(name: str, seed: int = 0) -> Trace:
 
 
 def load_csv(path: str | Path, strict: bool = False) -> Trace:
-    """A recorded trace file (fleetsim_tracefiles: Azure CSV, plain CSV, JSONL); times are
+    """A recorded trace file (fleetsim.tracefiles: Azure CSV, plain CSV, JSONL); times are
     shifted to start at 0. Unreadable rows are dropped and counted (`strict`: refused)."""
     rows, dropped = read_rows(path, strict)
     start = min(r[0] for r in rows)

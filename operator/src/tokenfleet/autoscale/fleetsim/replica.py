@@ -25,7 +25,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from tokenfleet.autoscale.fleetsim_prefix import PrefixCache
+from tokenfleet.autoscale.fleetsim.prefix import PrefixCache
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
 
 
@@ -40,7 +40,7 @@ class FleetRequest:
     finished_at: float | None = None
     replica: int = -1
     scheduled_at: float | None = None  # admitted to the running batch: the end of its queue wait
-    blocks: tuple[int, ...] = ()  # the trace's prefix block ids (fleetsim_prefix)
+    blocks: tuple[int, ...] = ()  # the trace's prefix block ids (fleetsim.prefix)
     cached: int = 0  # prompt tokens served from the replica's prefix cache
 
     @property

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tokenfleet.autoscale.attainability import targets
-from tokenfleet.autoscale.fleetsim_frontier import FrontierPoint, cheapest_meeting
-from tokenfleet.autoscale.fleetsim_run import RunResult, Setup
+from tokenfleet.autoscale.fleetsim.frontier import FrontierPoint, cheapest_meeting
+from tokenfleet.autoscale.fleetsim.run import RunResult, Setup
 
 
 def ceiling_line(setup: Setup) -> str:

@@ -5,14 +5,14 @@
 - Plain CSV: `timestamp_s,input_tokens,output_tokens`.
 - JSONL, one request per line: `timestamp` in milliseconds, `input_length`, `output_length`
   (Mooncake's trace format). Its optional `hash_ids`, the prompt's 512-token prefix block
-  ids, are kept for the prefix cache and affinity routing (fleetsim_prefix); other keys
+  ids, are kept for the prefix cache and affinity routing (fleetsim.prefix); other keys
   are ignored.
 
 Real traces have outliers: a row that cannot be read (a bad number, a zero length) is
 dropped and counted by reason, with the first line of each reason kept for the summary;
 `strict` refuses the file at the first such row instead, naming the line, the field and
 the fix. Rows the model cannot serve (longer than max-model-len) are dropped later, where
-max-model-len is known (fleetsim_run.prepare). Nothing here raises anything but PlanError.
+max-model-len is known (fleetsim.run.prepare). Nothing here raises anything but PlanError.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from tokenfleet.autoscale.fleetsim_replica import FastReplica, FleetRequest
+from tokenfleet.autoscale.fleetsim.replica import FastReplica, FleetRequest
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
 
 ROUTINGS = ("load", "affinity", "round-robin")
