@@ -2,7 +2,7 @@
 
 Names, types, label names and histogram buckets are copied from the engines' own source
 (vLLM 0.32 `vllm/v1/metrics/loggers.py` + `buckets.py`; SGLang 0.5
-`sglang/srt/observability/metrics_collector.py`), and the system test test_sim_metrics.py
+`sglang/srt/observability/metrics_collector.py`), and the system test test_sim_vs_real_vllm.py
 diffs the vLLM set against a real vLLM engine's /metrics. Values are in simulated seconds.
 Each simulator gets a private CollectorRegistry, so several can live in one process.
 
