@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenfleet.autoscale import fleetsim_metrics
+from tokenfleet.autoscale.fleetsim import metrics as fleetsim_metrics
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.engines import ENGINES, PROGRAMS, REGISTRY, engine, engine_info
 from tokenfleet.scheduling.core import ScheduledStep, SimRequest, StepOutcome
