@@ -98,6 +98,11 @@ class EmulatedPicker:
         return dict(response.json())
 
 
+def _desired(loop: Loop) -> int | None:
+    desired = loop.autoscaling().get("desiredReplicas")
+    return None if desired is None else int(desired)
+
+
 async def test_scale_to_zero_and_back_on_the_pickers_queue(tmp_path: Path) -> None:
     body = load_llmservice(EXAMPLE)
     body["spec"]["autoscaling"]["scaleToZeroAfterSeconds"] = IDLE_S
@@ -124,6 +129,9 @@ async def test_scale_to_zero_and_back_on_the_pickers_queue(tmp_path: Path) -> No
                 lambda: _time(loop.autoscaling().get("lastDecisionTime")), "a decision"
             )
             await loop.until(lambda: loop.replicas() == 0, "scaled to zero", timeout=WAIT_S * 2)
+            # The operator writes the replicas, then the status of the decision that wrote them:
+            # read the status once it has caught up, not the previous decision's.
+            await loop.until(lambda: _desired(loop) == 0, "the scale-to-zero decision in status")
             auto = loop.autoscaling()
             assert "scale to zero" in auto["reason"], auto
             idle = re.search(r"no request for (\d+)s", auto["reason"])
@@ -140,6 +148,7 @@ async def test_scale_to_zero_and_back_on_the_pickers_queue(tmp_path: Path) -> No
                 "the picker's queue seen by the operator",
             )
             await loop.until(lambda: loop.replicas() == 1, "a replica ordered from zero")
+            await loop.until(lambda: _desired(loop) == 1, "the scale-from-zero decision in status")
             # One decision to see the queue (Prometheus scrapes, then the tick) and the next
             # at the latest to act: the policy's windows do not apply from zero.
             assert loop.decisions() - before <= 3, loop.autoscaling()
