@@ -155,7 +155,8 @@ class StepModel:
         if decode_seqs:
             avg = decode_context_tokens / decode_seqs
             window = self.window
-            sliding_ctx = min(avg, window) if window else avg
+            # Conditional expressions, not min() / max() calls (same values, same types).
+            sliding_ctx = (window if window < avg else avg) if window else avg
             per_seq = self.full_layers * avg + self.sliding_layers * sliding_ctx
             kv_read = decode_seqs * per_seq * self.kv_bytes_per_token_layer
         memory_s = (self.dense_bytes + kv_read) / bw
@@ -169,7 +170,7 @@ class StepModel:
         if self.moe_layers:
             touched = self.experts * (1 - self._expert_miss**tokens)  # type: ignore[attr-defined]
             memory_s += self.moe_layers * touched * self.expert_bytes / self._moe_bw  # type: ignore[attr-defined]
-            rows = tokens * self.experts_per_token / max(touched, 1.0)
+            rows = tokens * self.experts_per_token / (1.0 if touched < 1.0 else touched)
             compute_s += (
                 self.expert_flops_per_token
                 * tokens
@@ -183,8 +184,11 @@ class StepModel:
         f: float = self._sliding_share  # type: ignore[attr-defined]
         if f:
             # Sliding-window layers attend to at most `window` keys per query.
-            pairs = (1 - f) * pairs + f * min(pairs, prefill_tokens * self.window)
-            context = (1 - f) * context + f * min(context, decode_seqs * self.window)
+            window = self.window
+            cap = prefill_tokens * window
+            pairs = (1 - f) * pairs + f * (cap if cap < pairs else pairs)
+            cap = decode_seqs * window
+            context = (1 - f) * context + f * (cap if cap < context else context)
         attn = self.attn_flops_coeff * (pairs + context)
         attn_rate: float = self._attn_rate  # type: ignore[attr-defined]
         compute_s += attn / attn_rate
@@ -195,7 +199,8 @@ class StepModel:
             if tokens <= switch
             else large_fixed + large_per * tokens
         )
-        return max(memory_s, compute_s) + latency_s + comm_s + self.overhead_s
+        slowest = compute_s if compute_s > memory_s else memory_s
+        return slowest + latency_s + comm_s + self.overhead_s
 
     def prefill_seconds(self, num_tokens: int, chunk: int | None = None) -> float:
         """Prefill of one prompt alone, in chunks of `chunk` tokens (None: one step)."""
