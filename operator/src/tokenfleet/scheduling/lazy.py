@@ -195,24 +195,37 @@ class LazyScheduler(Scheduler):
                 prefill += new
                 pairs += new * new / 2 + new * computed
         budget = left
-        running = len(self._lazy) + len(self._active)
-        while self.waiting and budget > 0 and running < cfg.max_num_seqs:
-            request = self.waiting[0]
-            new = min(request.num_tokens - request.num_computed, budget)
-            if not self._allocate(request, new):
-                break
-            self.waiting.popleft()
-            self._active.append(request)
-            running += 1
-            self._orders[request] = self._order
-            self._order += 1
-            request.state = "running"
-            if request.scheduled_at is None:
-                request.scheduled_at = now
-            work.append((request, new))
-            budget -= new
-            prefill += new
-            pairs += new * new / 2 + new * request.num_computed
+        waiting = self.waiting
+        if waiting:  # Scheduler.schedule's admissions, _allocate inlined
+            active, orders = self._active, self._orders
+            running = len(self._lazy) + len(active)
+            max_seqs = cfg.max_num_seqs
+            free = self.free_blocks
+            while waiting and budget > 0 and running < max_seqs:
+                request = waiting[0]
+                computed = request.num_computed
+                new = request.prompt_tokens + request.output_tokens - computed
+                if budget < new:
+                    new = budget
+                need = -(-(computed + new) // size) - request.blocks
+                if need > free:
+                    break
+                if need > 0:
+                    free -= need
+                    request.blocks += need
+                waiting.popleft()
+                active.append(request)
+                running += 1
+                orders[request] = self._order
+                self._order += 1
+                request.state = "running"
+                if request.scheduled_at is None:
+                    request.scheduled_at = now
+                work.append((request, new))
+                budget -= new
+                prefill += new
+                pairs += new * new / 2 + new * computed
+            self.free_blocks = free
         if not work and not n:
             return None
         duration = self.timer.step_seconds(prefill, decode_seqs, decode_context, pairs)
@@ -377,8 +390,10 @@ class LazyScheduler(Scheduler):
         duration = steps * (first + last) / 2
         end = now + duration
         self.free_blocks -= blocks
-        self.tick += steps
+        tick = self.tick = self.tick + steps
         self._last_end = end
+        if heap[0][0] > tick:  # cut short by an arrival: nobody finishes (the call costs)
+            return FastForward(now, end, steps, n, context, first, last)
         finished = self._pop_finished(end)
         if finished:
             finished.sort(key=self._orders.__getitem__)
