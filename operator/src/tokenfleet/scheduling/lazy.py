@@ -270,9 +270,11 @@ class LazyScheduler(Scheduler):
     def _repartition(self) -> None:
         """Active requests that now decode go lazy."""
         keep: list[SimRequest] = []
+        orders = self._orders
         for request in self._active:
-            if request.output_tokens > 0 and request.num_computed == request.num_tokens - 1:
-                self._start_decoding(request, self._orders.pop(request))
+            out = request.output_tokens
+            if out > 0 and request.num_computed == request.prompt_tokens + out - 1:
+                self._start_decoding(request, orders.pop(request))
             else:
                 keep.append(request)
         self._active = keep
@@ -284,7 +286,7 @@ class LazyScheduler(Scheduler):
             self._last_end = outcome.end
             self._leave_eager_mode()
             return outcome
-        end = step.end
+        end = step.start + step.duration  # step.end, without the property call
         if step.decode_seqs:  # the decoders took their token (not in a prefill batch)
             self.tick += 1
             self._last_end = end

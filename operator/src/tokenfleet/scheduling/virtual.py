@@ -112,24 +112,27 @@ class _Run:
     def advance(self, max_steps: int) -> list[SimRequest]:
         """One step (or a fast-forward) at the current time; returns requests that finished.
         Empty and idle with nothing pending means the run is over."""
-        scheduler, pending = self.scheduler, self.pending
-        while pending and pending[0][0] <= self.now:
+        scheduler, pending, lazy = self.scheduler, self.pending, self.lazy
+        now = self.now
+        while pending and pending[0][0] <= now:
             scheduler.add(heapq.heappop(pending)[2])
-        until = pending[0][0] if pending else None
-        jump = scheduler.fast_forward(self.now, until)
-        if jump is not None:
-            self.itl.append(((jump.first_duration + jump.last_duration) / 2,
-                             jump.steps * jump.decode_seqs))  # fmt: skip
-            self.now = jump.end
-            return list(jump.finished)
-        if self.lazy is not None:
-            chunks = self.lazy.prefill_forward(self.now)
+        # The lazy scheduler fast-forwards only with no active (non-decoding) request, and
+        # runs prefill chunks only with one: try just the one that can apply.
+        if lazy is None or not lazy._active:
+            jump = scheduler.fast_forward(now, pending[0][0] if pending else None)
+            if jump is not None:
+                self.itl.append(((jump.first_duration + jump.last_duration) / 2,
+                                 jump.steps * jump.decode_seqs))  # fmt: skip
+                self.now = jump.end
+                return list(jump.finished)
+        else:
+            chunks = lazy.prefill_forward(now)
             if chunks is not None:
                 if chunks.decode_seqs:
                     self.itl.extend((d, chunks.decode_seqs) for d in chunks.durations)
                 self.now = chunks.end
                 return list(chunks.finished)
-        step = scheduler.schedule(self.now)
+        step = scheduler.schedule(now)
         if step is None:
             if pending:
                 self.now = pending[0][0]
