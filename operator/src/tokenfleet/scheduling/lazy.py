@@ -349,12 +349,19 @@ class LazyScheduler(Scheduler):
         cfg = self.config
         if not n or self._active or n > cfg.max_num_batched_tokens:
             return None
-        if self.waiting and n < cfg.max_num_seqs:
+        waiting = self.waiting
+        if waiting and n < cfg.max_num_seqs:
             budget = cfg.max_num_batched_tokens - (n if cfg.mixed_prefill else 0)
-            if cfg.piece_fits(self.waiting[0], budget, self.free_blocks):
-                return None
+            head = waiting[0]  # SchedulerConfig.piece_fits, inlined
+            computed = head.num_computed
+            new = head.prompt_tokens + head.output_tokens - computed
+            if budget < new:
+                new = budget
+            if -(-(computed + new) // cfg.block_size) - head.blocks <= self.free_blocks:
+                return None  # it would be admitted now
         heap = self._finish
-        while heap and ((entry := self._lazy.get(heap[0][2])) is None or entry[3] != heap[0][1]):
+        lazy = self._lazy
+        while heap and ((entry := lazy.get(heap[0][2])) is None or entry[3] != heap[0][1]):
             heapq.heappop(heap)
         steps = heap[0][0] - self.tick
         if steps > cfg.max_model_len:
