@@ -105,17 +105,6 @@ class LazyScheduler(Scheduler):
         self._context_base = 0
         self._lazy_max_order = -1
 
-    def _start_decoding(self, request: SimRequest, order: int) -> None:
-        t0, c0, o0 = self.tick, request.num_computed, request.output_tokens
-        total = request.prompt_tokens + o0
-        self._lazy[request] = (t0, c0, o0, order)
-        left = min(request.max_tokens - o0, self.config.max_model_len - total)
-        heapq.heappush(self._finish, (t0 + left, order, request))
-        self._phase[(t0 - c0) % self.config.block_size] += 1
-        self._context_base += total - t0
-        if order > self._lazy_max_order:
-            self._lazy_max_order = order
-
     def _stop_decoding(self, request: SimRequest) -> None:
         t0, c0, o0, order = self._lazy.pop(request)
         self._bring_up_to_date(request, t0, c0, o0, self.config.block_size)
@@ -152,27 +141,32 @@ class LazyScheduler(Scheduler):
         # touching anything, then check the eager scheduler would have done the same.
         plan: list[tuple[SimRequest, int, int]] = []  # (request, new tokens, blocks needed)
         left = budget - n
-        full = n  # tokens if nobody were capped by the budget
-        capped_order = None
         blocks = lazy_blocks
-        for request in self._active:
-            if left <= 0:
-                capped_order = self._orders[request]
-                break
-            want = request.prompt_tokens + request.output_tokens - request.num_computed
-            if prefill_only and want == 1 and request.output_tokens > 0:
-                continue  # a (materialised) decoder waits for the prefill batch
-            full += want
-            new = min(want, left)
-            if new < want:
-                capped_order = self._orders[request]
-            need = -(-(request.num_computed + new) // size) - request.blocks
-            blocks += max(need, 0)
-            plan.append((request, new, need))
-            left -= new
-        # Decoders after a capped piece would be cut off; in a prefill batch they wait anyway.
-        order_safe = prefill_only or capped_order is None or capped_order > self._lazy_max_order
-        if left < 0 or blocks > self.free_blocks or not (order_safe or full <= budget):
+        active = self._active
+        if active:
+            full = n  # tokens if nobody were capped by the budget
+            capped_order = None
+            orders = self._orders
+            for request in active:
+                if left <= 0:
+                    capped_order = orders[request]
+                    break
+                want = request.prompt_tokens + request.output_tokens - request.num_computed
+                if prefill_only and want == 1 and request.output_tokens > 0:
+                    continue  # a (materialised) decoder waits for the prefill batch
+                full += want
+                new = min(want, left)
+                if new < want:
+                    capped_order = orders[request]
+                need = -(-(request.num_computed + new) // size) - request.blocks
+                blocks += max(need, 0)
+                plan.append((request, new, need))
+                left -= new
+            # Decoders after a capped piece would be cut off; in a prefill batch they wait.
+            order_safe = prefill_only or capped_order is None or capped_order > self._lazy_max_order
+            if left < 0 or blocks > self.free_blocks or not (order_safe or full <= budget):
+                return self._eager_schedule(now)
+        elif left < 0 or blocks > self.free_blocks:  # (nobody capped: the order is safe)
             return self._eager_schedule(now)
 
         self.free_blocks -= blocks
@@ -268,13 +262,24 @@ class LazyScheduler(Scheduler):
         self._repartition()
 
     def _repartition(self) -> None:
-        """Active requests that now decode go lazy."""
+        """Active requests that now decode go lazy (_start_decoding, inlined: this runs
+        after every step that is not a fast-forward)."""
         keep: list[SimRequest] = []
-        orders = self._orders
+        orders, lazy, finish, phase = self._orders, self._lazy, self._finish, self._phase
+        t0, size, max_len = self.tick, self.config.block_size, self.config.max_model_len
         for request in self._active:
-            out = request.output_tokens
-            if out > 0 and request.num_computed == request.prompt_tokens + out - 1:
-                self._start_decoding(request, orders.pop(request))
+            o0 = request.output_tokens
+            c0 = request.num_computed
+            total = request.prompt_tokens + o0
+            if o0 > 0 and c0 == total - 1:
+                order = orders.pop(request)
+                lazy[request] = (t0, c0, o0, order)
+                left = min(request.max_tokens - o0, max_len - total)
+                heapq.heappush(finish, (t0 + left, order, request))
+                phase[(t0 - c0) % size] += 1
+                self._context_base += total - t0
+                if order > self._lazy_max_order:
+                    self._lazy_max_order = order
             else:
                 keep.append(request)
         self._active = keep
