@@ -125,3 +125,35 @@ def test_a_passing_first_run_bounds_the_capacity_from_below() -> None:
                 assert p.predicted.goodput_requests_per_second >= first
                 checked += 1
     assert checked >= 5
+
+
+@pytest.mark.parametrize(("model", "gpu", "kw"), CASES)
+def test_layouts_are_planned_passing_first_then_by_saturation_cost(
+    model: str, gpu: str, kw: dict[str, object]
+) -> None:
+    req = PlanRequest(arch=load_model(model), gpu=get_gpu(gpu), **kw)  # type: ignore[arg-type]
+    load.clear_caches()
+    ctx = planner._context(req)
+    layouts = planner._candidates(req, ctx.per_node)
+    keys: list[tuple[bool, float]] = []
+
+    def order(sub: PlanRequest) -> tuple[bool, float]:
+        return planner._saturation_cost(sub)
+
+    def record(sub: PlanRequest, floor_rps: float = 0.0) -> Plan:
+        keys.append(order(sub))  # cached: the same runs
+        return planner._plan(sub, floor_rps)
+
+    chosen = choose(
+        req,
+        layouts,
+        ctx.per_node,
+        record,
+        lambda lay: planner._estimated_cost(ctx, lay),
+        record,
+        order,
+    )
+    assert chosen == plan(req)
+    assert keys == sorted(keys)
+    if model != "deepseek-ai/DeepSeek-V3":  # (one layout fits an H200 node)
+        assert len(keys) >= 2
