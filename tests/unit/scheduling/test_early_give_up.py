@@ -43,3 +43,25 @@ def test_early_give_up_decides_as_the_full_run(name: str) -> None:
                 elif early.requests < full.requests:
                     outcomes.add("stopped sooner")
     assert outcomes == {"passed", "stopped sooner"}
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_a_piled_up_queue_stops_the_decider_at_the_last_arrival(name: str) -> None:
+    """With an SLO nobody misses, only saturation fails a run: the decider then stops once
+    the clock passes the last arrival, with the full run's verdict."""
+    config, timer = CONFIGS[name], TIMER
+    outcomes = set()
+    for shapes in SHAPES:
+        for rate in RATES:
+            kw = dict(seed=5, warmup=20, give_up_below=0.95)
+            full = open_loop(config, timer, rate, shapes, 90, (1e9, 1e9), **kw)  # type: ignore[arg-type]
+            early = open_loop(config, timer, rate, shapes, 90, (1e9, 1e9),
+                              early_give_up=True, **kw)  # type: ignore[arg-type]  # fmt: skip
+            assert early.saturated == full.saturated
+            if not full.saturated:
+                assert early == full
+                outcomes.add("sustained")
+            else:
+                assert early.requests < full.requests
+                outcomes.add("stopped at the last arrival")
+    assert outcomes == {"sustained", "stopped at the last arrival"}

@@ -228,6 +228,12 @@ class Comm:
         object.__setattr__(self, "_large", large)
         object.__setattr__(self, "_switch", max(switch, 0))
 
+    def lines(self) -> tuple[int, float, float, float, float]:
+        """seconds() as plain numbers (switch, small line's fixed and per-token, large
+        line's): for StepModel.step_seconds, which inlines it."""
+        small, large = self._small, self._large  # type: ignore[attr-defined]
+        return self._switch, small.fixed, small.per_token, large.fixed, large.per_token  # type: ignore[attr-defined]
+
     def seconds(self, tokens: int) -> float:
         if tokens <= 0:
             return 0.0

@@ -44,11 +44,13 @@ def _floor_rps(lay: Layout, req: PlanRequest, cost: float) -> float:
     return lay.tp * lay.pp * req.gpu.price_per_hour / (cost * 3600) * 1e6
 
 
-def _rough(order: Callable[[PlanRequest], float], req: PlanRequest) -> float:
+def _rough(
+    order: Callable[[PlanRequest], tuple[bool, float]], req: PlanRequest
+) -> tuple[bool, float]:
     try:
         return order(req)
     except PlanError:  # planning it raises again, and skips it
-        return math.inf
+        return True, math.inf
 
 
 def _label(p: Plan) -> str:
@@ -62,7 +64,7 @@ def choose(
     plan: Callable[[PlanRequest], Plan],
     estimate: Callable[[Layout], float],
     bounded: Callable[[PlanRequest, float], Plan] | None = None,
-    order: Callable[[PlanRequest], float] | None = None,
+    order: Callable[[PlanRequest], tuple[bool, float]] | None = None,
 ) -> Plan | None:
     """The cheapest single-node layout per good request, or None when no single-node layout
     starts or none meets the SLO (the caller then applies the fewest-GPUs rule).

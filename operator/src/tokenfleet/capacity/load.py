@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import NamedTuple
 
 from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import StepModel
@@ -42,6 +43,8 @@ EXTRA_HALVINGS = 4  # then, if no rate passed yet, up to 4 more halvings (1/16 .
 # target concurrency meets the SLO: the capacity found was 0.82-1.0 of it on the bench's
 # models (8B on H100, gpt-oss-120b, DeepSeek-V3; the bench test test_plan_latency.py).
 GUESS_OF_SATURATION = 0.8
+# The top of the goodput search: the closed-loop estimate runs in lockstep groups, leave room.
+CEILING_OF_SATURATION = 1.5
 
 
 @dataclass(frozen=True)
@@ -255,11 +258,7 @@ def goodput_capacity(
     assumed: list[float] = []  # rates below the floor, taken as passing
 
     def measure(rate: float) -> LoadStats:
-        # Expected in flight, for the lockstep factor: Little's law at a lone request's
-        # latency, doubled for queueing near the capacity.
-        return open_(
-            timer, replica, rate, input_tokens, output_tokens, slo, rate * one.e2e_mean * 2, True
-        )
+        return _probe(timer, replica, input_tokens, output_tokens, slo, one, rate)
 
     def run(rate: float) -> LoadStats | None:
         if rate < floor_rps:
@@ -268,12 +267,12 @@ def goodput_capacity(
         return measure(rate)
 
     def ok(stats: LoadStats | None) -> bool:
-        return stats is None or (not stats.saturated and stats.attainment >= GOODPUT_ATTAINMENT)
+        return stats is None or _passes(stats)
 
     lo, hi, best, found = 0.0, ceiling_rps, None, False
     if hi < floor_rps:
         return 0.0, None
-    guess = min(max(guess_rps, 0.05 * ceiling_rps), 0.9 * ceiling_rps)
+    guess = _first_rate(guess_rps, ceiling_rps)
     # The guess is run even below the floor: near the capacity, it fails there as often as
     # not, and a failure below the floor ends the search at once.
     stats: LoadStats | None = measure(guess)
@@ -312,22 +311,50 @@ def goodput_capacity(
     return lo, best
 
 
-def predict_under_load(
+def _probe(
+    timer: StepModel,
+    replica: Replica,
+    input_tokens: int,
+    output_tokens: int,
+    slo: tuple[float, float],
+    one: LoadStats,
+    rate: float,
+) -> LoadStats:
+    """One goodput-search run. Expected in flight, for the lockstep factor: Little's law at
+    a lone request's latency, doubled for queueing near the capacity."""
+    return open_(
+        timer, replica, rate, input_tokens, output_tokens, slo, rate * one.e2e_mean * 2, True
+    )
+
+
+def _passes(stats: LoadStats) -> bool:
+    return not stats.saturated and stats.attainment >= GOODPUT_ATTAINMENT
+
+
+def _first_rate(guess_rps: float, ceiling_rps: float) -> float:
+    return min(max(guess_rps, 0.05 * ceiling_rps), 0.9 * ceiling_rps)
+
+
+class SearchStart(NamedTuple):
+    """What predict_under_load starts the goodput search from."""
+
+    at: LoadStats  # closed loop at the target concurrency
+    one: LoadStats  # a lone request
+    saturation: float  # closed-loop requests/s with every slot busy
+    guess: float
+    probe: float | None
+
+
+def search_start(
     timer: StepModel,
     replica: Replica,
     concurrency: int,
     input_tokens: int,
     output_tokens: int,
     slots: int,
-    gpus: int,
-    price_per_gpu_hour: float,
     ttft_slo_s: float,
     tpot_slo_s: float,
-    floor_rps: float = 0.0,
-) -> Prediction:
-    """plan()'s prediction for one replica: closed loop at the target concurrency, the
-    saturation throughput (every slot busy) and the goodput capacity (0 when below
-    `floor_rps`: goodput_capacity)."""
+) -> SearchStart:
     at = closed(timer, replica, concurrency, input_tokens, output_tokens)
     full = (
         at
@@ -344,6 +371,50 @@ def predict_under_load(
         # saturation throughput: look just below it, then at it, rather than climbing from
         # the target's rate (each passing run on the way is a full one).
         guess, probe = GUESS_OF_SATURATION * saturation, saturation
+    return SearchStart(at, one, saturation, guess, probe)
+
+
+def first_probe_passes(
+    timer: StepModel,
+    replica: Replica,
+    input_tokens: int,
+    output_tokens: int,
+    ttft_slo_s: float,
+    tpot_slo_s: float,
+    start: SearchStart,
+) -> bool:
+    """Whether the goodput search's first run (the guess, which it runs whatever its floor
+    unless the bracket's top is below it) passes: the same cached run. When it does, the
+    capacity is at least the guess (the search's lo only rises): cost_choice plans such
+    layouts first, so that they price the floor of the others."""
+    one = start.one
+    if one.ttft_p50 > ttft_slo_s or one.tpot_p50 > tpot_slo_s:
+        return False
+    slo = (ttft_slo_s, tpot_slo_s)
+    rate = _first_rate(start.guess, start.saturation * CEILING_OF_SATURATION)
+    return _passes(_probe(timer, replica, input_tokens, output_tokens, slo, one, rate))
+
+
+def predict_under_load(
+    timer: StepModel,
+    replica: Replica,
+    concurrency: int,
+    input_tokens: int,
+    output_tokens: int,
+    slots: int,
+    gpus: int,
+    price_per_gpu_hour: float,
+    ttft_slo_s: float,
+    tpot_slo_s: float,
+    floor_rps: float = 0.0,
+) -> Prediction:
+    """plan()'s prediction for one replica: closed loop at the target concurrency, the
+    saturation throughput (every slot busy) and the goodput capacity (0 when below
+    `floor_rps`: goodput_capacity)."""
+    start = search_start(
+        timer, replica, concurrency, input_tokens, output_tokens, slots, ttft_slo_s, tpot_slo_s
+    )
+    at, saturation = start.at, start.saturation
     rate, good = goodput_capacity(
         timer,
         replica,
@@ -351,10 +422,10 @@ def predict_under_load(
         output_tokens,
         ttft_slo_s,
         tpot_slo_s,
-        saturation * 1.5,  # the closed-loop estimate runs in lockstep groups: leave room
-        guess,
-        one,
-        probe,
+        saturation * CEILING_OF_SATURATION,
+        start.guess,
+        start.one,
+        start.probe,
         floor_rps,
     )
     # A rate the replica sustains is below its saturation throughput by definition.

@@ -100,6 +100,16 @@ class StepModel:
         if self.moe_layers:
             latency += self.moe_layers * self.moe_layer_latency_s
         setter(self, "_latency", latency)
+        # The rest of step_seconds' per-layout constants, each the value the expression it
+        # stands for evaluates first (so the result is the same to the bit).
+        setter(self, "_moe_bw", self._bw * MOE_BANDWIDTH_SCALE)  # type: ignore[attr-defined]
+        setter(self, "_moe_peak", self._peak * MOE_COMPUTE_SCALE)  # type: ignore[attr-defined]
+        miss = 1 - self.experts_per_token / self.experts if self.moe_layers else 0.0
+        setter(self, "_expert_miss", miss)
+        sliding = self.sliding_layers and self.window
+        f = self.sliding_layers / (self.sliding_layers + self.full_layers) if sliding else 0.0
+        setter(self, "_sliding_share", f)
+        setter(self, "_comm_lines", self.comm.lines())
 
     @property
     def tp(self) -> int:
@@ -137,10 +147,20 @@ class StepModel:
         tokens = prefill_tokens + decode_seqs
         if tokens <= 0:
             return 0.0
+        # plan()'s hottest call (thousands per plan): per-layout constants come from
+        # __post_init__, _kv_read, _touched_experts and Comm.seconds are inlined.
         bw: float = self._bw  # type: ignore[attr-defined]
         peak: float = self._peak  # type: ignore[attr-defined]
-        memory_s = (self.dense_bytes + self._kv_read(decode_seqs, decode_context_tokens)) / bw
-        # ramp(rows) = rows / (rows + RAMP_ROWS), inlined: this is plan()'s hottest call.
+        kv_read = 0.0
+        if decode_seqs:
+            avg = decode_context_tokens / decode_seqs
+            window = self.window
+            # Conditional expressions, not min() / max() calls (same values, same types).
+            sliding_ctx = (window if window < avg else avg) if window else avg
+            per_seq = self.full_layers * avg + self.sliding_layers * sliding_ctx
+            kv_read = decode_seqs * per_seq * self.kv_bytes_per_token_layer
+        memory_s = (self.dense_bytes + kv_read) / bw
+        # ramp(rows) = rows / (rows + RAMP_ROWS), inlined.
         compute_s = self.dense_flops_per_token * tokens / (peak * tokens / (tokens + RAMP_ROWS))
         sampling = decode_seqs + (prefill_seqs if prefill_tokens else 0)
         if sampling > 0:
@@ -148,28 +168,39 @@ class StepModel:
                 self.head_flops_per_seq * sampling / (peak * sampling / (sampling + RAMP_ROWS))
             )
         if self.moe_layers:
-            touched = self._touched_experts(tokens)
-            memory_s += self.moe_layers * touched * self.expert_bytes / (bw * MOE_BANDWIDTH_SCALE)
-            rows = tokens * self.experts_per_token / max(touched, 1.0)
+            touched = self.experts * (1 - self._expert_miss**tokens)  # type: ignore[attr-defined]
+            memory_s += self.moe_layers * touched * self.expert_bytes / self._moe_bw  # type: ignore[attr-defined]
+            rows = tokens * self.experts_per_token / (1.0 if touched < 1.0 else touched)
             compute_s += (
                 self.expert_flops_per_token
                 * tokens
-                / (peak * MOE_COMPUTE_SCALE * rows / (rows + self.expert_ramp_rows))
+                / (self._moe_peak * rows / (rows + self.expert_ramp_rows))  # type: ignore[attr-defined]
             )
         latency_s: float = self._latency  # type: ignore[attr-defined]
         pairs = prefill_tokens * prefill_tokens / 2
         if prefill_attention_pairs is not None:
             pairs = prefill_attention_pairs
         context = float(decode_context_tokens)
-        if self.sliding_layers and self.window:
+        f: float = self._sliding_share  # type: ignore[attr-defined]
+        if f:
             # Sliding-window layers attend to at most `window` keys per query.
-            f = self.sliding_layers / (self.sliding_layers + self.full_layers)
-            pairs = (1 - f) * pairs + f * min(pairs, prefill_tokens * self.window)
-            context = (1 - f) * context + f * min(context, decode_seqs * self.window)
+            window = self.window
+            cap = prefill_tokens * window
+            pairs = (1 - f) * pairs + f * (cap if cap < pairs else pairs)
+            cap = decode_seqs * window
+            context = (1 - f) * context + f * (cap if cap < context else context)
         attn = self.attn_flops_coeff * (pairs + context)
         attn_rate: float = self._attn_rate  # type: ignore[attr-defined]
         compute_s += attn / attn_rate
-        return max(memory_s, compute_s) + latency_s + self.comm.seconds(tokens) + self.overhead_s
+        lines: tuple[int, float, float, float, float] = self._comm_lines  # type: ignore[attr-defined]
+        switch, small_fixed, small_per, large_fixed, large_per = lines
+        comm_s = (
+            small_fixed + small_per * tokens
+            if tokens <= switch
+            else large_fixed + large_per * tokens
+        )
+        slowest = compute_s if compute_s > memory_s else memory_s
+        return slowest + latency_s + comm_s + self.overhead_s
 
     def prefill_seconds(self, num_tokens: int, chunk: int | None = None) -> float:
         """Prefill of one prompt alone, in chunks of `chunk` tokens (None: one step)."""

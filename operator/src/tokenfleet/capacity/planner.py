@@ -26,7 +26,13 @@ from tokenfleet.capacity.engine_profiles import (
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.fleet import size_fleet
 from tokenfleet.capacity.kv import kv_dtype_bytes
-from tokenfleet.capacity.load import Replica, closed, predict_under_load
+from tokenfleet.capacity.load import (
+    Replica,
+    closed,
+    first_probe_passes,
+    predict_under_load,
+    search_start,
+)
 from tokenfleet.capacity.memory import (
     CUDA_CONTEXT_GIB,
     Evaluation,
@@ -593,19 +599,22 @@ def _size(ctx: _Context, layouts: list[Layout]) -> _Sized:
     return _Sized(ev, max_len, why, warnings, considered, max_seqs, step, slots, replica, prefill)
 
 
-def _saturation_cost(req: PlanRequest) -> float:
-    """GPU cost per 1M requests at the replica's closed-loop saturation throughput: the
-    order cost_choice plans layouts in. Only the closed runs plan() itself starts with
-    (load.predict_under_load), cached: the full plan reuses them."""
+def _saturation_cost(req: PlanRequest) -> tuple[bool, float]:
+    """The order cost_choice plans layouts in: those whose goodput search's first run
+    passes first (their capacity is at least its rate: priced, they set the others' floors
+    high), each group by GPU cost per 1M requests at the closed-loop saturation throughput.
+    Only the runs plan() itself starts with (load.predict_under_load), cached: the full
+    plan reuses them."""
     ctx = _context(req)
     s = _size(ctx, _candidates(req, ctx.per_node))
+    ttft, tpot = req.ttft_slo_ms / 1e3, req.tpot_slo_ms / 1e3
     c, out = req.concurrency, req.output_tokens
-    at = closed(s.step, s.replica, c, s.prefill, out)
-    full = at if s.slots <= c else closed(s.step, s.replica, max(s.slots, 1), s.prefill, out)
-    rps = max(at.requests_per_second, full.requests_per_second)
+    start = search_start(s.step, s.replica, c, s.prefill, out, s.slots, ttft, tpot)
+    rps = start.saturation
     if rps <= 0:
-        return math.inf
-    return _gpus(s.ev) * req.gpu.price_per_hour / (rps * 3600) * 1e6
+        return True, math.inf
+    passes = first_probe_passes(s.step, s.replica, s.prefill, out, ttft, tpot, start)
+    return not passes, _gpus(s.ev) * req.gpu.price_per_hour / (rps * 3600) * 1e6
 
 
 def _plan_fleet(req: PlanRequest, layouts: list[Layout], per_node: int) -> Plan:

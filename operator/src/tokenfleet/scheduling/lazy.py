@@ -105,17 +105,6 @@ class LazyScheduler(Scheduler):
         self._context_base = 0
         self._lazy_max_order = -1
 
-    def _start_decoding(self, request: SimRequest, order: int) -> None:
-        t0, c0, o0 = self.tick, request.num_computed, request.output_tokens
-        total = request.prompt_tokens + o0
-        self._lazy[request] = (t0, c0, o0, order)
-        left = min(request.max_tokens - o0, self.config.max_model_len - total)
-        heapq.heappush(self._finish, (t0 + left, order, request))
-        self._phase[(t0 - c0) % self.config.block_size] += 1
-        self._context_base += total - t0
-        if order > self._lazy_max_order:
-            self._lazy_max_order = order
-
     def _stop_decoding(self, request: SimRequest) -> None:
         t0, c0, o0, order = self._lazy.pop(request)
         self._bring_up_to_date(request, t0, c0, o0, self.config.block_size)
@@ -152,27 +141,32 @@ class LazyScheduler(Scheduler):
         # touching anything, then check the eager scheduler would have done the same.
         plan: list[tuple[SimRequest, int, int]] = []  # (request, new tokens, blocks needed)
         left = budget - n
-        full = n  # tokens if nobody were capped by the budget
-        capped_order = None
         blocks = lazy_blocks
-        for request in self._active:
-            if left <= 0:
-                capped_order = self._orders[request]
-                break
-            want = request.prompt_tokens + request.output_tokens - request.num_computed
-            if prefill_only and want == 1 and request.output_tokens > 0:
-                continue  # a (materialised) decoder waits for the prefill batch
-            full += want
-            new = min(want, left)
-            if new < want:
-                capped_order = self._orders[request]
-            need = -(-(request.num_computed + new) // size) - request.blocks
-            blocks += max(need, 0)
-            plan.append((request, new, need))
-            left -= new
-        # Decoders after a capped piece would be cut off; in a prefill batch they wait anyway.
-        order_safe = prefill_only or capped_order is None or capped_order > self._lazy_max_order
-        if left < 0 or blocks > self.free_blocks or not (order_safe or full <= budget):
+        active = self._active
+        if active:
+            full = n  # tokens if nobody were capped by the budget
+            capped_order = None
+            orders = self._orders
+            for request in active:
+                if left <= 0:
+                    capped_order = orders[request]
+                    break
+                want = request.prompt_tokens + request.output_tokens - request.num_computed
+                if prefill_only and want == 1 and request.output_tokens > 0:
+                    continue  # a (materialised) decoder waits for the prefill batch
+                full += want
+                new = min(want, left)
+                if new < want:
+                    capped_order = orders[request]
+                need = -(-(request.num_computed + new) // size) - request.blocks
+                blocks += max(need, 0)
+                plan.append((request, new, need))
+                left -= new
+            # Decoders after a capped piece would be cut off; in a prefill batch they wait.
+            order_safe = prefill_only or capped_order is None or capped_order > self._lazy_max_order
+            if left < 0 or blocks > self.free_blocks or not (order_safe or full <= budget):
+                return self._eager_schedule(now)
+        elif left < 0 or blocks > self.free_blocks:  # (nobody capped: the order is safe)
             return self._eager_schedule(now)
 
         self.free_blocks -= blocks
@@ -195,24 +189,37 @@ class LazyScheduler(Scheduler):
                 prefill += new
                 pairs += new * new / 2 + new * computed
         budget = left
-        running = len(self._lazy) + len(self._active)
-        while self.waiting and budget > 0 and running < cfg.max_num_seqs:
-            request = self.waiting[0]
-            new = min(request.num_tokens - request.num_computed, budget)
-            if not self._allocate(request, new):
-                break
-            self.waiting.popleft()
-            self._active.append(request)
-            running += 1
-            self._orders[request] = self._order
-            self._order += 1
-            request.state = "running"
-            if request.scheduled_at is None:
-                request.scheduled_at = now
-            work.append((request, new))
-            budget -= new
-            prefill += new
-            pairs += new * new / 2 + new * request.num_computed
+        waiting = self.waiting
+        if waiting:  # Scheduler.schedule's admissions, _allocate inlined
+            active, orders = self._active, self._orders
+            running = len(self._lazy) + len(active)
+            max_seqs = cfg.max_num_seqs
+            free = self.free_blocks
+            while waiting and budget > 0 and running < max_seqs:
+                request = waiting[0]
+                computed = request.num_computed
+                new = request.prompt_tokens + request.output_tokens - computed
+                if budget < new:
+                    new = budget
+                need = -(-(computed + new) // size) - request.blocks
+                if need > free:
+                    break
+                if need > 0:
+                    free -= need
+                    request.blocks += need
+                waiting.popleft()
+                active.append(request)
+                running += 1
+                orders[request] = self._order
+                self._order += 1
+                request.state = "running"
+                if request.scheduled_at is None:
+                    request.scheduled_at = now
+                work.append((request, new))
+                budget -= new
+                prefill += new
+                pairs += new * new / 2 + new * computed
+            self.free_blocks = free
         if not work and not n:
             return None
         duration = self.timer.step_seconds(prefill, decode_seqs, decode_context, pairs)
@@ -255,11 +262,24 @@ class LazyScheduler(Scheduler):
         self._repartition()
 
     def _repartition(self) -> None:
-        """Active requests that now decode go lazy."""
+        """Active requests that now decode go lazy (_start_decoding, inlined: this runs
+        after every step that is not a fast-forward)."""
         keep: list[SimRequest] = []
+        orders, lazy, finish, phase = self._orders, self._lazy, self._finish, self._phase
+        t0, size, max_len = self.tick, self.config.block_size, self.config.max_model_len
         for request in self._active:
-            if request.output_tokens > 0 and request.num_computed == request.num_tokens - 1:
-                self._start_decoding(request, self._orders.pop(request))
+            o0 = request.output_tokens
+            c0 = request.num_computed
+            total = request.prompt_tokens + o0
+            if o0 > 0 and c0 == total - 1:
+                order = orders.pop(request)
+                lazy[request] = (t0, c0, o0, order)
+                left = min(request.max_tokens - o0, max_len - total)
+                heapq.heappush(finish, (t0 + left, order, request))
+                phase[(t0 - c0) % size] += 1
+                self._context_base += total - t0
+                if order > self._lazy_max_order:
+                    self._lazy_max_order = order
             else:
                 keep.append(request)
         self._active = keep
@@ -271,7 +291,7 @@ class LazyScheduler(Scheduler):
             self._last_end = outcome.end
             self._leave_eager_mode()
             return outcome
-        end = step.end
+        end = step.start + step.duration  # step.end, without the property call
         if step.decode_seqs:  # the decoders took their token (not in a prefill batch)
             self.tick += 1
             self._last_end = end
@@ -334,12 +354,19 @@ class LazyScheduler(Scheduler):
         cfg = self.config
         if not n or self._active or n > cfg.max_num_batched_tokens:
             return None
-        if self.waiting and n < cfg.max_num_seqs:
+        waiting = self.waiting
+        if waiting and n < cfg.max_num_seqs:
             budget = cfg.max_num_batched_tokens - (n if cfg.mixed_prefill else 0)
-            if cfg.piece_fits(self.waiting[0], budget, self.free_blocks):
-                return None
+            head = waiting[0]  # SchedulerConfig.piece_fits, inlined
+            computed = head.num_computed
+            new = head.prompt_tokens + head.output_tokens - computed
+            if budget < new:
+                new = budget
+            if -(-(computed + new) // cfg.block_size) - head.blocks <= self.free_blocks:
+                return None  # it would be admitted now
         heap = self._finish
-        while heap and ((entry := self._lazy.get(heap[0][2])) is None or entry[3] != heap[0][1]):
+        lazy = self._lazy
+        while heap and ((entry := lazy.get(heap[0][2])) is None or entry[3] != heap[0][1]):
             heapq.heappop(heap)
         steps = heap[0][0] - self.tick
         if steps > cfg.max_model_len:
@@ -377,8 +404,10 @@ class LazyScheduler(Scheduler):
         duration = steps * (first + last) / 2
         end = now + duration
         self.free_blocks -= blocks
-        self.tick += steps
+        tick = self.tick = self.tick + steps
         self._last_end = end
+        if heap[0][0] > tick:  # cut short by an arrival: nobody finishes (the call costs)
+            return FastForward(now, end, steps, n, context, first, last)
         finished = self._pop_finished(end)
         if finished:
             finished.sort(key=self._orders.__getitem__)

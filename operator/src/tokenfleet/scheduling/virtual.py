@@ -112,24 +112,27 @@ class _Run:
     def advance(self, max_steps: int) -> list[SimRequest]:
         """One step (or a fast-forward) at the current time; returns requests that finished.
         Empty and idle with nothing pending means the run is over."""
-        scheduler, pending = self.scheduler, self.pending
-        while pending and pending[0][0] <= self.now:
+        scheduler, pending, lazy = self.scheduler, self.pending, self.lazy
+        now = self.now
+        while pending and pending[0][0] <= now:
             scheduler.add(heapq.heappop(pending)[2])
-        until = pending[0][0] if pending else None
-        jump = scheduler.fast_forward(self.now, until)
-        if jump is not None:
-            self.itl.append(((jump.first_duration + jump.last_duration) / 2,
-                             jump.steps * jump.decode_seqs))  # fmt: skip
-            self.now = jump.end
-            return list(jump.finished)
-        if self.lazy is not None:
-            chunks = self.lazy.prefill_forward(self.now)
+        # The lazy scheduler fast-forwards only with no active (non-decoding) request, and
+        # runs prefill chunks only with one: try just the one that can apply.
+        if lazy is None or not lazy._active:
+            jump = scheduler.fast_forward(now, pending[0][0] if pending else None)
+            if jump is not None:
+                self.itl.append(((jump.first_duration + jump.last_duration) / 2,
+                                 jump.steps * jump.decode_seqs))  # fmt: skip
+                self.now = jump.end
+                return list(jump.finished)
+        else:
+            chunks = lazy.prefill_forward(now)
             if chunks is not None:
                 if chunks.decode_seqs:
                     self.itl.extend((d, chunks.decode_seqs) for d in chunks.durations)
                 self.now = chunks.end
                 return list(chunks.finished)
-        step = scheduler.schedule(self.now)
+        step = scheduler.schedule(now)
         if step is None:
             if pending:
                 self.now = pending[0][0]
@@ -302,6 +305,25 @@ def mean_of_rounds(first: float, later: float, rounds: int) -> float:
     return (first + (rounds - 1) * later) / rounds
 
 
+def _piled_up(arrivals: list[SimRequest], warm: int) -> bool:
+    """Sustained: requests do not pile up. Past the saturation rate the running batch hits
+    its limit (max-num-seqs or the KV cache) and a queue builds at (rate - capacity) x time;
+    below it, requests in the system only fluctuate (Poisson: about sqrt of their mean).
+    Looks only at instants up to the last arrival."""
+    last_arrival = arrivals[-1].arrival
+
+    def in_system(t: float) -> int:
+        return sum(1 for r in arrivals if r.arrival <= t and (r.finished_at or math.inf) > t)
+
+    def queued(t: float) -> int:
+        return sum(1 for r in arrivals if r.arrival <= t and (r.scheduled_at or math.inf) > t)
+
+    counted = len(arrivals) - warm
+    start = in_system(arrivals[warm + counted // 2].arrival)
+    growth = in_system(last_arrival) - start
+    return queued(last_arrival) > max(4, 0.1 * counted) or growth > 4 + 3 * math.sqrt(max(start, 1))
+
+
 def open_loop(
     config: SchedulerConfig,
     timer: StepTimer,
@@ -326,7 +348,10 @@ def open_loop(
     request as missing as soon as its TTFT is known to be over the SLO (its first token
     late, or not yet come that late), not when it finishes: a run that gives up then
     stops sooner with other statistics (for a caller that only asks whether it passed); a
-    run that does not give up is the same (every request so counted misses at its finish)."""
+    run that does not give up is the same (every request so counted misses at its finish).
+    It also stops, saturated, once the clock is past the last arrival with a queue already
+    piled up (the verdict looks only at instants up to the last arrival), skipping the
+    drain."""
     run = _Run(config, timer, slo, request_overhead, exact)
     rng = random.Random(seed)
     at = 0.0
@@ -344,6 +369,8 @@ def open_loop(
     late: set[int] = set()  # measured, counted bad for their TTFT before they finished
     scan = warm if early_give_up and allowed < math.inf and slo is not None else requests
     ttft_slo = slo[0] if slo is not None else math.inf
+    last_arrival = arrivals[-1].arrival
+    judged = False  # the early saturation verdict (decider only) was taken
     steps = 0
     while (run.pending or not run.scheduler.idle) and steps < max_steps:
         steps += 1
@@ -369,30 +396,21 @@ def open_loop(
             done = [r for r in arrivals[warm:] if r.finished]
             stats = run.stats(done, max(run.now - arrivals[warm].arrival, 1e-9), False)
             return replace(stats, attainment=1 - bad / counted)
+        if early_give_up and not judged and not run.pending and run.now > last_arrival:
+            # Every arrival is in and the clock is past the last one: who was in the system
+            # or queued at the instants the verdict looks at is settled (a request not yet
+            # scheduled or finished will be, after now). A queue that already piled up fails
+            # the run whatever the drain does; a decider needs no more.
+            judged = True
+            if _piled_up(arrivals, warm):
+                done = [r for r in arrivals[warm:] if r.finished]
+                return run.stats(done, max(run.now - arrivals[warm].arrival, 1e-9), True)
     measured = [r for r in arrivals[warm:] if r.finished]
     if not measured:
         return run.stats([], 0.0, saturated=True)
     first = arrivals[warm].arrival
-    last_arrival = arrivals[-1].arrival
     window = last_arrival - first
-
-    def in_system(t: float) -> int:
-        return sum(1 for r in arrivals if r.arrival <= t and (r.finished_at or math.inf) > t)
-
-    def queued(t: float) -> int:
-        return sum(1 for r in arrivals if r.arrival <= t and (r.scheduled_at or math.inf) > t)
-
-    # Sustained: requests do not pile up. Past the saturation rate the running batch hits its
-    # limit (max-num-seqs or the KV cache) and a queue builds at (rate - capacity) x time;
-    # below it, requests in the system only fluctuate (Poisson: about sqrt of their mean).
-    half = (requests - warm) // 2
-    start = in_system(arrivals[warm + half].arrival)
-    growth = in_system(last_arrival) - start
-    saturated = (
-        len(measured) < len(arrivals) - warm
-        or queued(last_arrival) > max(4, 0.1 * (requests - warm))
-        or growth > 4 + 3 * math.sqrt(max(start, 1))
-    )
+    saturated = len(measured) < len(arrivals) - warm or _piled_up(arrivals, warm)
     stats = run.stats(measured, window if window > 0 else 1.0, saturated)
     if not saturated:
         # A sustained open loop serves what is offered; the sample's own count over the
