@@ -148,6 +148,7 @@ class LazyScheduler(Scheduler):
         if prefill_only:
             n = 0  # SGLang's prefill batch: the decoders wait, untouched (no tick)
         lazy_blocks = self._phase[self.tick % size] if n else 0
+        cap = cfg.prefill_cap(len(self._lazy) + len(self._active) + len(self.waiting))
         # Plan the active requests' pieces (in running order, after the decoders) without
         # touching anything, then check the eager scheduler would have done the same.
         plan: list[tuple[SimRequest, int, int]] = []  # (request, new tokens, blocks needed)
@@ -162,6 +163,8 @@ class LazyScheduler(Scheduler):
             want = request.prompt_tokens + request.output_tokens - request.num_computed
             if prefill_only and want == 1 and request.output_tokens > 0:
                 continue  # a (materialised) decoder waits for the prefill batch
+            if want > cap:
+                want = cap  # long_prefill_token_threshold: not the budget's cut
             full += want
             new = min(want, left)
             if new < want:
@@ -198,7 +201,7 @@ class LazyScheduler(Scheduler):
         running = len(self._lazy) + len(self._active)
         while self.waiting and budget > 0 and running < cfg.max_num_seqs:
             request = self.waiting[0]
-            new = min(request.num_tokens - request.num_computed, budget)
+            new = min(request.num_tokens - request.num_computed, budget, cap)
             if not self._allocate(request, new):
                 break
             self.waiting.popleft()
@@ -336,6 +339,7 @@ class LazyScheduler(Scheduler):
             return None
         if self.waiting and n < cfg.max_num_seqs:
             budget = cfg.max_num_batched_tokens - (n if cfg.mixed_prefill else 0)
+            budget = min(budget, cfg.prefill_cap(n + len(self.waiting)))
             if cfg.piece_fits(self.waiting[0], budget, self.free_blocks):
                 return None
         heap = self._finish
@@ -431,6 +435,8 @@ class LazyScheduler(Scheduler):
         total = request.prompt_tokens + request.output_tokens
         if left <= 0 or total - computed <= left:
             return None
+        if 0 < cfg.long_prefill_token_threshold < total - computed:
+            return None  # the threshold, not the budget, cuts its chunks: schedule() does
         steps_left = cfg.max_model_len  # bounded anyway: the prompt runs out first
         if n:
             heap = self._finish
