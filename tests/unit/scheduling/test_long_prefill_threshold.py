@@ -46,6 +46,7 @@ def test_a_short_prompt_behind_a_long_one_gets_its_first_token_sooner(model) -> 
     assert without > 0.7
     assert capped < 0.35
 
+
 @pytest.mark.parametrize("model", [_exact, _fleet], ids=["scheduler", "fleetsim"])
 def test_a_lone_long_prompt_is_not_capped(model) -> None:
     arrivals = [Arrival(0.0, LONG, 4)]
