@@ -207,6 +207,7 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
         max_num_batched_tokens=p.max_num_batched_tokens,
         max_model_len=p.max_model_len,
         block_size=1 if p.engine == "sglang" else 16,
+        long_prefill_token_threshold=p.long_prefill_token_threshold,
     )
     shape = ReplicaShape(config, step_model(p), p.gpus_per_replica)
     longest = longest_prompt(
