@@ -26,12 +26,13 @@ which raises their TTFT: plan() predicts 23% less goodput for Llama-3.1-8B on L4
 default 2,048-token prompts. It pays where a few prompts are far longer than the rest.
 
 Versions: vLLM 0.32 and newer, the version whose scheduler was read here, with the
-lone-request exemption the fleet simulator and plan() model. The V1 scheduler of the
-0.9/0.10 era has the flag too but applies it to a request alone as well
-(`0 < threshold < num_new_tokens`, no count of the others), which would slow every long
-prompt on an idle replica: refused there (where the exemption first appeared between the
-two was not checked; a user of such a version can pass the flag in spec.engine.args, which
-plan() and the fleet simulator do not model).
+lone-request exemption the fleet simulator and plan() model (a downstream patch that
+backports it names vllm-project/vllm PR #57951 as its origin; not checked upstream).
+Before it, the V1 scheduler (0.9/0.10-era code) has the flag too but applies it to a
+request alone as well (`0 < threshold < num_new_tokens`, no count of the others), which
+would slow every long prompt on an idle replica: refused there (the first release with
+the exemption was not pinned down; a user of an older version can pass the flag in
+spec.engine.args, which plan() and the fleet simulator do not model).
 SGLang has no per-request cap: its `--chunked-prefill-size` is the whole prefill batch's
 budget (PrefillAdder.rem_chunk_tokens), which the plan already sets.
 """
