@@ -9,7 +9,8 @@ loop iteration per request event instead of one per step:
 
 - Running requests first: each decoding request gets one token per step; the rest of the
   `max_num_batched_tokens` budget goes to prompts being prefilled, oldest first (chunked
-  prefill); waiting requests are admitted FIFO while fewer than `max_num_seqs` run and
+  prefill), each at most `long_prefill_token_threshold` tokens while another request runs
+  or waits; waiting requests are admitted FIFO while fewer than `max_num_seqs` run and
   their KV fits.
 - A stretch of pure-decode steps (nothing to prefill, nothing admissible) is advanced in
   one go, up to the next finishing request or the caller's time bound; decode contexts are
