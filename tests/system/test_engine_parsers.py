@@ -60,7 +60,8 @@ if engine == "vllm":
             "gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
             "kv_cache_dtype", "dtype", "quantization", "served_model_name",
             "enable_prefix_caching", "distributed_executor_backend", "nnodes", "node_rank",
-            "master_addr", "master_port", "headless", "load_format", "enable_expert_parallel"]
+            "master_addr", "master_port", "headless", "load_format", "enable_expert_parallel",
+            "long_prefill_token_threshold"]
     def parse(args):
         ns = make_arg_parser(FlexibleArgumentParser()).parse_args(args)
         if ns.model_tag is not None:
@@ -186,6 +187,8 @@ def plan_cases() -> list[Case]:
     sg_fp8 = _plan("meta-llama/Llama-3.1-8B", "l4", engine="sglang", kv_cache_dtype="fp8")
     moe = "Qwen/Qwen3-30B-A3B"
     ep = _plan(moe, "h100-sxm", tensor_parallel_size=2, expert_parallel=True)
+    capped = _plan("meta-llama/Llama-3.1-8B", "l40s", max_model_len=8192, cap_long_prefills=True)
+    assert capped.long_prefill_token_threshold > 0, "the capped case must render the flag"
     sg_ep = _plan(moe, "h100-sxm", engine="sglang", tensor_parallel_size=2, expert_parallel=True)
     old = _plan(
         "meta-llama/Llama-3.1-405B", "h100-sxm", engine_version="0.10.2", max_model_len=16384
@@ -228,6 +231,7 @@ def plan_cases() -> list[Case]:
         Case("sglang-fp8-kv", sg_fp8, "meta-llama/Llama-3.1-8B",
              kwargs={"prefix_caching": False}, check=no_prefix),
         Case("vllm-moe-ep", ep, moe),
+        Case("vllm-long-prefill-cap", capped, "meta-llama/Llama-3.1-8B"),
         Case("sglang-moe-ep", sg_ep, moe),
     ]  # fmt: skip
 
@@ -247,6 +251,8 @@ def expected(plan_: Plan, model_ref: str) -> dict[str, Any]:
             "max_num_batched_tokens": plan_.max_num_batched_tokens,
             "kv_cache_dtype": kv,
             "enable_expert_parallel": plan_.expert_parallel,
+            # 0: vLLM's default, no cap (the flag is not rendered).
+            "long_prefill_token_threshold": plan_.long_prefill_token_threshold,
         }
     return {
         "model_path": model_ref,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from dataclasses import replace
 
 import pytest
 
@@ -61,6 +62,22 @@ def _both(
 def test_below_saturation_every_request_matches_the_scheduler(replica, rate: float) -> None:
     config, timer = replica
     exact, mine = _both(config, timer, _arrivals(rate, 300))
+    for e, m in zip(exact, mine, strict=True):
+        assert m.first_token_at == pytest.approx(e.first_token_at, rel=0.02, abs=0.005)
+        assert m.finished_at == pytest.approx(e.finished_at, rel=0.02, abs=0.02)
+
+
+@pytest.mark.parametrize("threshold", [256, 1024])
+def test_with_a_long_prefill_threshold_every_request_matches_the_scheduler(
+    replica, threshold: int
+) -> None:
+    """vLLM's --long-prefill-token-threshold (chunks capped while others are in): the same
+    first tokens and finishes as the step-by-step scheduler, long prompts included."""
+    config, timer = replica
+    config = replace(config, long_prefill_token_threshold=threshold)
+    arrivals = _arrivals(2.0, 300, seed=3)
+    arrivals += [Arrival(a.at + 0.05, 6000, 4) for a in arrivals[::25]]  # long prompts
+    exact, mine = _both(config, timer, sorted(arrivals, key=lambda a: a.at))
     for e, m in zip(exact, mine, strict=True):
         assert m.first_token_at == pytest.approx(e.first_token_at, rel=0.02, abs=0.005)
         assert m.finished_at == pytest.approx(e.finished_at, rel=0.02, abs=0.02)

@@ -195,8 +195,15 @@ def test_layout_flags_are_the_plan_commands(
     doc = _json(capsys, "--trace", str(short_csv), "--tp", "2", "--policy", "static",
                 "--no-frontier")  # fmt: skip
     assert doc["setup"]["gpusPerReplica"] == 2
+    assert doc["setup"]["longPrefillTokenThreshold"] == 0
     assert main(["autoscale-sim", "--trace", str(short_csv), "--tp", "3"]) == 2
     assert "tensor-parallel size does not divide" in capsys.readouterr().err
+    capped = _json(capsys, "--trace", str(short_csv), "--cap-long-prefills", "--policy",
+                   "static", "--no-frontier")  # fmt: skip
+    assert capped["setup"]["longPrefillTokenThreshold"] > 0
+    argv = ["autoscale-sim", "--trace", str(short_csv), "--engine", "sglang", "--cap-long-prefills"]
+    assert main(argv) == 2
+    assert "cap-long-prefills=True: needs vLLM 0.32.0 or newer" in capsys.readouterr().err
 
 
 def test_replay_an_llmservice(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None:

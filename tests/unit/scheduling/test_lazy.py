@@ -27,6 +27,13 @@ CONFIGS = {
     # SGLang's policy: prefill batches apart from decode ones.
     "prefill-batches": SchedulerConfig(60_000, 64, 2048, 4096, block_size=1, mixed_prefill=False),
     "prefill-batches-kv-bound": SchedulerConfig(12_000, 64, 1024, 4096, mixed_prefill=False),
+    # vLLM's --long-prefill-token-threshold: long prompts' chunks capped beside others.
+    "long-prefill-threshold": SchedulerConfig(
+        400_000, 64, 1024, 4096, long_prefill_token_threshold=256
+    ),
+    "long-prefill-threshold-kv-bound": SchedulerConfig(
+        12_000, 64, 2048, 4096, long_prefill_token_threshold=512
+    ),
 }
 SHAPES = [(100, 50), (700, 400), (30, 5), (1500, 300), (12, 600)]
 

@@ -67,6 +67,13 @@ def test_vllm_settings_follow_the_plan_and_overrides() -> None:
     assert "kv_cache_tokens=" in summary
 
 
+def test_vllm_long_prefill_threshold_reaches_the_scheduler() -> None:
+    settings, _, _ = settings_from_args(sim_args("--long-prefill-token-threshold", "512"))
+    assert settings.config.long_prefill_token_threshold == 512
+    settings, _, _ = settings_from_args(sim_args())
+    assert settings.config.long_prefill_token_threshold == 0
+
+
 def test_sglang_uses_a_token_pool_and_caps_requests_at_it() -> None:
     settings, _, _ = settings_from_args(sim_args("--engine", "sglang", "--kv-cache-tokens", "5000"))
     assert settings.config.block_size == 1
@@ -80,6 +87,15 @@ def test_sglang_uses_a_token_pool_and_caps_requests_at_it() -> None:
         (["--kv-cache-tokens", "-1"], "--kv-cache-tokens"),
         (["--max-model-len", "8192", "--kv-cache-tokens", "4096"], "--kv-cache-tokens"),
         (["--max-num-seqs", "0"], "--max-num-seqs"),
+        (["--long-prefill-token-threshold", "-1"], "--long-prefill-token-threshold"),
+        (
+            ["--engine", "sglang", "--long-prefill-token-threshold", "512"],
+            "--long-prefill-token-threshold",
+        ),
+        (
+            ["--max-model-len", "4096", "--long-prefill-token-threshold", "5000"],
+            "--long-prefill-token-threshold",
+        ),
     ],
 )
 def test_bad_options_name_the_flag(extra: list[str], field: str) -> None:

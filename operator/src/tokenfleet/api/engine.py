@@ -147,6 +147,12 @@ class EngineSpec(SpecModel):
     """MoE models: place whole experts on the tensor-parallel ranks (vLLM
     --enable-expert-parallel, SGLang --ep-size = TP) instead of slicing every expert across
     them. Same weights per GPU; larger fused-MoE workspaces. Refused for dense models."""
+    cap_long_prefills: bool = False
+    """vLLM 0.32+: while other requests run or wait, prefill a long prompt at most
+    --long-prefill-token-threshold tokens per step (derived from slo.tpotMs, shown in the
+    plan), so a few very long prompts do not stall the short requests queued behind them.
+    Helps traffic with a long tail of prompts; costs goodput on uniformly long prompts,
+    which then share each step's budget. Refused for SGLang and older vLLM."""
     memory_fraction: float | None = Field(default=None, ge=0.1, le=0.99)
     """vLLM --gpu-memory-utilization / SGLang --mem-fraction-static. Default: planned."""
     max_num_seqs: int | None = Field(default=None, ge=1, le=65536)

@@ -71,6 +71,7 @@ SPEC_FIELDS: dict[str, str] = {
     "max-num-batched-tokens": "spec.engine.maxNumBatchedTokens",
     "kv-cache-dtype": "spec.engine.kvCacheDtype",
     "expert-parallel": "spec.engine.expertParallel",
+    "cap-long-prefills": "spec.engine.capLongPrefills",
     "max-model-len": "spec.workload.maxModelLen",
     "concurrency": "spec.workload.concurrency",
     "input-tokens": "spec.workload.inputTokens",
@@ -86,6 +87,7 @@ SPEC_NAMES: dict[str, str] = {
     "engine_version": SPEC_FIELDS["engine-version"],
     "quantization": SPEC_FIELDS["quantization"],
     "expert_parallel": SPEC_FIELDS["expert-parallel"],
+    "cap_long_prefills": SPEC_FIELDS["cap-long-prefills"],
 }
 
 
@@ -211,6 +213,7 @@ def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None
         dtype=spec.model.dtype,
         quantization=spec.model.quantization,
         expert_parallel=spec.engine.expert_parallel,
+        cap_long_prefills=spec.engine.cap_long_prefills,
         concurrency=spec.workload.concurrency,
         input_tokens=spec.workload.input_tokens,
         output_tokens=spec.workload.output_tokens,

@@ -84,6 +84,7 @@ class Replica:
     # batch queue, SGLang's PP micro-batches), each running the whole pipeline in turn.
     pipeline_lanes: int = 1
     engine: str = "vllm"  # whose client overhead applies (capacity/overheads.py)
+    long_prefill_token_threshold: int = 0  # vLLM's per-step chunk cap (long_prefill.py)
 
     @classmethod
     def of(
@@ -129,6 +130,8 @@ def lockstep(
         max_model_len=min(replica.max_model_len, kv // replica.block_size * replica.block_size),
         block_size=replica.block_size,
         mixed_prefill=replica.mixed_prefill,
+        # A 1/w copy caps its chunks at 1/w of the threshold, as it does its budget.
+        long_prefill_token_threshold=-(-replica.long_prefill_token_threshold // w),
     )
     return (ScaledTimer(timer, w) if w > 1 else timer), config, w * lanes
 

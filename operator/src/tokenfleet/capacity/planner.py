@@ -33,6 +33,7 @@ from tokenfleet.capacity.load import (
     predict_under_load,
     search_start,
 )
+from tokenfleet.capacity.long_prefill import long_prefill_threshold
 from tokenfleet.capacity.memory import (
     CUDA_CONTEXT_GIB,
     Evaluation,
@@ -530,6 +531,7 @@ def _plan(req: PlanRequest, floor_rps: float = 0.0) -> Plan:
         max_model_len=max_len,
         max_num_seqs=max_seqs,
         max_num_batched_tokens=ctx.batched,
+        long_prefill_token_threshold=replica.long_prefill_token_threshold,
         kv_cache_dtype=req.kv_cache_dtype,
         dtype=req.dtype,
         quantization=req.quantization or (fmt.method if fmt.method != "none" else None),
@@ -594,6 +596,9 @@ def _size(ctx: _Context, layouts: list[Layout]) -> _Sized:
     step = _step_model(ctx, ev)
     slots = min(max_seqs, ev.kv_tokens // max(request_tokens, 1))
     replica = Replica.of(req.engine, ev.kv_tokens, max_seqs, ctx.batched, max_len, ev.layout.pp)
+    if req.cap_long_prefills:
+        threshold = long_prefill_threshold(step, ctx.batched, max_len, req.tpot_slo_ms / 1e3)
+        replica = replace(replica, long_prefill_token_threshold=threshold)
     # Prefix-cache hits skip their prefill: the load runs on the tokens left to compute.
     prefill = prefill_tokens(req.input_tokens, req.prefix_cache_hit_rate)
     return _Sized(ev, max_len, why, warnings, considered, max_seqs, step, slots, replica, prefill)

@@ -47,6 +47,8 @@ class PlanRequest:
     # MoE only: place whole experts on the TP ranks (vLLM --enable-expert-parallel, SGLang
     # --ep-size = TP) instead of slicing each expert across them.
     expert_parallel: bool = False
+    # vLLM --long-prefill-token-threshold, derived from the SLO (capacity/long_prefill.py).
+    cap_long_prefills: bool = False
     concurrency: int = DEFAULT_CONCURRENCY
     input_tokens: int = DEFAULT_INPUT_TOKENS
     output_tokens: int = DEFAULT_OUTPUT_TOKENS
@@ -224,6 +226,8 @@ class Plan:
     request: PlanRequest | None = field(default=None, compare=False, repr=False)
     fleet: Fleet | None = None  # set when the request gives a target rate
     expert_parallel: bool = False  # MoE experts whole on the TP ranks (PlanRequest's)
+    # vLLM's --long-prefill-token-threshold (capacity/long_prefill.py); 0: not set
+    long_prefill_token_threshold: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of `tokenfleet plan -o json` (engineArgs are added by engines)."""
@@ -240,6 +244,7 @@ class Plan:
             "gpuMemoryUtilization": self.memory_fraction,
             "maxNumSeqs": self.max_num_seqs,
             "maxNumBatchedTokens": self.max_num_batched_tokens,
+            "longPrefillTokenThreshold": self.long_prefill_token_threshold,
             "maxModelLen": self.max_model_len,
             "kvCacheDtype": self.kv_cache_dtype,
             "expertParallel": self.expert_parallel,

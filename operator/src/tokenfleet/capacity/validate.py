@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS, engine_profile, parse_version
 from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.long_prefill import LONE_REQUEST_EXEMPT_SINCE
 from tokenfleet.capacity.types import PlanRequest
 
 CLI_NAMES: Mapping[str, str] = {
@@ -25,6 +26,7 @@ CLI_NAMES: Mapping[str, str] = {
     "engine_version": "--engine-version",
     "quantization": "--quantization",
     "expert_parallel": "--expert-parallel",
+    "cap_long_prefills": "--cap-long-prefills",
 }
 
 # Methods the engine applies to unquantized (bf16) weights while loading them (vLLM's and
@@ -46,6 +48,22 @@ def check_request(req: PlanRequest, names: Mapping[str, str] = CLI_NAMES) -> Non
     _check_engine_version(req, names)
     _check_quantization(req, names)
     _check_expert_parallel(req, names)
+    _check_long_prefill_cap(req, names)
+
+
+def _check_long_prefill_cap(req: PlanRequest, names: Mapping[str, str]) -> None:
+    if not req.cap_long_prefills:
+        return
+    version = req.engine_version or DEFAULT_VERSIONS[req.engine]
+    if req.engine != "vllm" or parse_version(version) < LONE_REQUEST_EXEMPT_SINCE:
+        since = ".".join(map(str, LONE_REQUEST_EXEMPT_SINCE))
+        raise PlanError(
+            _field(names, "cap_long_prefills"),
+            True,
+            f"needs vLLM {since} or newer (--long-prefill-token-threshold with the lone-request "
+            f"exemption); the engine is {req.engine} {version}",
+            f"remove {names['cap_long_prefills']} or use vLLM {since}+",
+        )
 
 
 def _check_expert_parallel(req: PlanRequest, names: Mapping[str, str]) -> None:

@@ -28,6 +28,7 @@ LAYOUT_FLAGS = (
     "--max-num-batched-tokens",
     "--max-num-seqs",
     "--expert-parallel",
+    "--cap-long-prefills",
     "--max-gpus-per-node",
     "--max-nodes",
 )

@@ -67,6 +67,12 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="MoE: whole experts on the TP ranks (vLLM --enable-expert-parallel, SGLang --ep-size)",
     )
     p.add_argument(
+        "--cap-long-prefills",
+        action="store_true",
+        help="vLLM 0.32+: cap a long prompt's prefill per step while others wait "
+        "(--long-prefill-token-threshold, derived from --tpot-slo-ms)",
+    )
+    p.add_argument(
         "--concurrency",
         type=int,
         default=DEFAULT_CONCURRENCY,
@@ -187,6 +193,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         dtype=args.dtype,
         quantization=args.quantization,
         expert_parallel=args.expert_parallel,
+        cap_long_prefills=args.cap_long_prefills,
         concurrency=args.concurrency,
         input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,
@@ -287,7 +294,14 @@ def render_table(p: Plan, doc: dict[str, Any]) -> str:
         + (f", {p.quantization}" if p.quantization else ""),
         f"  settings      {flag} {p.memory_fraction}, max-model-len {p.max_model_len:,}, "
         f"max-num-seqs {p.max_num_seqs}, max-num-batched-tokens {p.max_num_batched_tokens:,}, "
-        f"kv-cache-dtype {p.kv_cache_dtype}" + (", expert-parallel" if p.expert_parallel else ""),
+        f"kv-cache-dtype {p.kv_cache_dtype}"
+        + (", expert-parallel" if p.expert_parallel else "")
+        + (
+            f", long-prefill-token-threshold {p.long_prefill_token_threshold:,} (a long prompt's "
+            f"chunk per step beside others: one step within tpot {req.tpot_slo_ms:g} ms)"
+            if p.long_prefill_token_threshold
+            else ""
+        ),
         "",
         *(sglang_memory_lines(p) if p.engine == "sglang" else vllm_memory_lines(p)),
         "",

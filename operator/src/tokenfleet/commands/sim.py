@@ -36,6 +36,12 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--max-num-seqs", type=int, help="override the planned max running requests")
     p.add_argument("--max-num-batched-tokens", type=int, help="override the planned step budget")
     p.add_argument("--kv-cache-tokens", type=int, help="override the planned KV cache size")
+    p.add_argument(
+        "--long-prefill-token-threshold",
+        type=int,
+        default=0,
+        help="vLLM's per-step chunk cap for a request while others run or wait (0: none)",
+    )
     p.add_argument("--served-model-name", help="name in /v1/models (default: --model)")
     p.add_argument("--host", default="0.0.0.0")
     p.add_argument("--port", type=int, help="default: 8000 (vllm) / 30000 (sglang)")

@@ -101,6 +101,8 @@ def engine_args(plan: Plan, launch: Launch, port: int = PORT) -> list[str]:
         "--max-num-seqs", str(plan.max_num_seqs),
         "--max-num-batched-tokens", str(plan.max_num_batched_tokens),
     ]  # fmt: skip
+    if plan.long_prefill_token_threshold > 0:
+        args += ["--long-prefill-token-threshold", str(plan.long_prefill_token_threshold)]
     if plan.kv_cache_dtype not in ("", "auto"):
         args += ["--kv-cache-dtype", _KV_DTYPES.get(plan.kv_cache_dtype, plan.kv_cache_dtype)]
     if plan.expert_parallel:

@@ -74,6 +74,8 @@ def sim_args(service: LLMService, plan: Plan) -> list[str]:
     ]  # fmt: skip
     if spec.model.quantization:
         args += ["--quantization", spec.model.quantization]
+    if plan.long_prefill_token_threshold:
+        args += ["--long-prefill-token-threshold", str(plan.long_prefill_token_threshold)]
     return args
 
 

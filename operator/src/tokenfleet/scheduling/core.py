@@ -9,8 +9,9 @@ when a step starts and calls complete() when it has "run". One step is what one 
 forward pass does:
 
 1. Running requests first, in admission order. Each gets the tokens it still has to compute
-   (1 for a decoding request; the rest of its prompt for a prefilling one), capped by the
-   step's token budget (`max_num_batched_tokens`: chunked prefill). If its KV blocks cannot
+   (1 for a decoding request; the rest of its prompt for a prefilling one), capped by
+   `long_prefill_token_threshold` while another request runs or waits, and by the step's
+   token budget (`max_num_batched_tokens`: chunked prefill). If its KV blocks cannot
    be allocated, the NEWEST running request is preempted (recompute: its blocks are freed,
    its computed tokens forgotten, it goes back to the head of the waiting queue) until the
    allocation fits or the request preempted itself.
@@ -58,10 +59,23 @@ class SchedulerConfig:
     # --enable-mixed-chunk, its default) runs a prefill batch whenever it has prefill work and
     # the decodes wait for it: False (its scheduler's get_next_batch_to_run).
     mixed_prefill: bool = True
+    # vLLM V1's --long-prefill-token-threshold: while more than one request is running or
+    # waiting, no request computes more than this many tokens in one step, so a long
+    # prompt's chunks leave budget to the requests behind it. 0: no cap (vLLM's default).
+    long_prefill_token_threshold: int = 0
 
     @property
     def num_blocks(self) -> int:
         return self.kv_cache_tokens // self.block_size
+
+    def prefill_cap(self, eligible: int) -> int:
+        """The most tokens one request may compute in a step with `eligible` requests running
+        or waiting: vLLM 0.32's Scheduler.schedule applies the threshold only when
+        num_running + num_waiting > 1 (alone, a request has nobody to starve)."""
+        threshold = self.long_prefill_token_threshold
+        if threshold > 0 and eligible > 1:
+            return min(threshold, self.max_num_batched_tokens)
+        return self.max_num_batched_tokens
 
     def piece_fits(self, request: SimRequest, budget: int, free_blocks: int) -> bool:
         """Whether a request's next prefill piece (at most `budget` tokens) fits the KV."""
@@ -199,6 +213,7 @@ class Scheduler:
         # inlined (one pass per running request per step); preemption takes the slow path.
         size = self.config.block_size
         running = self.running
+        cap = self.config.prefill_cap(len(running) + len(self.waiting))
         prefill = decode_seqs = decode_context = 0
         attention_pairs = 0.0  # per prefill piece: its own causal half plus earlier context
         # SGLang's policy: a step with prefill work to do is a prefill batch, decodes wait.
@@ -213,6 +228,8 @@ class Scheduler:
                 index += 1
                 continue
             new_tokens = total - computed
+            if new_tokens > cap:
+                new_tokens = cap
             if new_tokens > budget:
                 new_tokens = budget
             needed = -(-(computed + new_tokens) // size) - request.blocks
@@ -245,7 +262,7 @@ class Scheduler:
         if not preempted:
             while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
                 request = self.waiting[0]
-                new_tokens = min(request.num_tokens - request.num_computed, budget)
+                new_tokens = min(request.num_tokens - request.num_computed, budget, cap)
                 if not self._allocate(request, new_tokens):
                     break
                 self.waiting.popleft()
@@ -328,6 +345,7 @@ class Scheduler:
         if self.waiting and n < cfg.max_num_seqs:
             # Mixed steps give the head what the decodes leave; SGLang's prefill batch all.
             budget = cfg.max_num_batched_tokens - (n if cfg.mixed_prefill else 0)
+            budget = min(budget, cfg.prefill_cap(n + len(self.waiting)))
             if cfg.piece_fits(self.waiting[0], budget, self.free_blocks):
                 return None  # it would be admitted now
         steps = max_len = cfg.max_model_len

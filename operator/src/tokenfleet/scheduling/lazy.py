@@ -137,6 +137,7 @@ class LazyScheduler(Scheduler):
         if prefill_only:
             n = 0  # SGLang's prefill batch: the decoders wait, untouched (no tick)
         lazy_blocks = self._phase[self.tick % size] if n else 0
+        cap = cfg.prefill_cap(len(self._lazy) + len(self._active) + len(self.waiting))
         # Plan the active requests' pieces (in running order, after the decoders) without
         # touching anything, then check the eager scheduler would have done the same.
         plan: list[tuple[SimRequest, int, int]] = []  # (request, new tokens, blocks needed)
@@ -154,6 +155,8 @@ class LazyScheduler(Scheduler):
                 want = request.prompt_tokens + request.output_tokens - request.num_computed
                 if prefill_only and want == 1 and request.output_tokens > 0:
                     continue  # a (materialised) decoder waits for the prefill batch
+                if want > cap:
+                    want = cap  # long_prefill_token_threshold: not the budget's cut
                 full += want
                 new = min(want, left)
                 if new < want:
@@ -201,6 +204,8 @@ class LazyScheduler(Scheduler):
                 new = request.prompt_tokens + request.output_tokens - computed
                 if budget < new:
                     new = budget
+                if cap < new:
+                    new = cap  # long_prefill_token_threshold
                 need = -(-(computed + new) // size) - request.blocks
                 if need > free:
                     break
@@ -357,6 +362,9 @@ class LazyScheduler(Scheduler):
         waiting = self.waiting
         if waiting and n < cfg.max_num_seqs:
             budget = cfg.max_num_batched_tokens - (n if cfg.mixed_prefill else 0)
+            cap = cfg.prefill_cap(n + len(waiting))
+            if cap < budget:
+                budget = cap
             head = waiting[0]  # SchedulerConfig.piece_fits, inlined
             computed = head.num_computed
             new = head.prompt_tokens + head.output_tokens - computed
@@ -460,6 +468,8 @@ class LazyScheduler(Scheduler):
         total = request.prompt_tokens + request.output_tokens
         if left <= 0 or total - computed <= left:
             return None
+        if 0 < cfg.long_prefill_token_threshold < total - computed:
+            return None  # the threshold, not the budget, cuts its chunks: schedule() does
         steps_left = cfg.max_model_len  # bounded anyway: the prompt runs out first
         if n:
             heap = self._finish

@@ -17,6 +17,20 @@ def _positive(field: str, value: float | None) -> None:
         raise PlanError(field, value, "must be positive", f"pass {field} greater than 0")
 
 
+def _long_prefill(args: argparse.Namespace, engine: str, max_model_len: int) -> int:
+    """--long-prefill-token-threshold, refused where vLLM would refuse it."""
+    value: int = getattr(args, "long_prefill_token_threshold", 0) or 0
+    field = "--long-prefill-token-threshold"
+    if value < 0:
+        raise PlanError(field, value, "is negative", "pass 0 (no cap) or a token count")
+    if value and engine != "vllm":
+        raise PlanError(field, value, "is a vLLM flag", "remove it for --engine sglang")
+    if value > max_model_len:
+        # vLLM's SchedulerConfig refuses it at start-up.
+        raise PlanError(field, value, f"exceeds max-model-len {max_model_len}", "lower it")
+    return value
+
+
 def plan_for(args: argparse.Namespace) -> Plan:
     """The replica `tokenfleet plan` would size for the same options (concurrency 1)."""
     from tokenfleet.api.planrequest import check_cli_bounds
@@ -82,6 +96,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
         block_size=block_size,
         # SGLang runs prefill batches that its decodes wait for; vLLM mixes them (core.py).
         mixed_prefill=p.engine != "sglang",
+        long_prefill_token_threshold=_long_prefill(args, p.engine, max_model_len),
     )
     settings = SimSettings(
         served_model=args.served_model_name or args.model,

@@ -9,7 +9,8 @@ loop iteration per request event instead of one per step:
 
 - Running requests first: each decoding request gets one token per step; the rest of the
   `max_num_batched_tokens` budget goes to prompts being prefilled, oldest first (chunked
-  prefill); waiting requests are admitted FIFO while fewer than `max_num_seqs` run and
+  prefill), each at most `long_prefill_token_threshold` tokens while another request runs
+  or waits; waiting requests are admitted FIFO while fewer than `max_num_seqs` run and
   their KV fits.
 - A stretch of pure-decode steps (nothing to prefill, nothing admissible) is advanced in
   one go, up to the next finishing request or the caller's time bound; decode contexts are
@@ -86,6 +87,7 @@ class FastReplica:
         self.first_tokens: list[FleetRequest] = []  # events since the caller last drained them
         self.finished: list[FleetRequest] = []
         self.prefix = PrefixCache(config.kv_cache_tokens)
+        self._cap = config.max_num_batched_tokens  # this step's per-request token cap
 
     # -- what the metrics read ---------------------------------------------------------------
     @property
@@ -130,13 +132,16 @@ class FastReplica:
     def _admit(self) -> None:
         limit = self.config.max_num_seqs
         kv = self.config.kv_cache_tokens
+        # vLLM's long_prefill_token_threshold: counted over running and waiting requests
+        # before the step is scheduled, as Scheduler.schedule does.
+        cap = self._cap = self.config.prefill_cap(self.outstanding)
         # As the scheduler (scheduling/core.py, vLLM's V1 scheduler): running requests take
         # the step's token budget first, decodes then prompts being prefilled; a waiting
         # request is scheduled only while budget is left. Behind a long prefill it stays in
         # the queue: that wait is what vllm:request_queue_time_seconds and
         # vllm:num_requests_waiting show (admitting it at once would hide it from both).
         budget = self.config.max_num_batched_tokens - len(self.decoding)
-        budget -= sum(item.left for item in self.prefilling)
+        budget -= sum(min(item.left, cap) for item in self.prefilling)
         while self.waiting and self.running < limit and (budget > 0 or not self.prefilling):
             request = self.waiting[0]
             need = min(request.prompt + request.output, self.config.max_model_len)
@@ -149,33 +154,35 @@ class FastReplica:
                 request.cached = self.prefix.use(request.blocks, request.prompt)
             # A prefix hit skips that part of the prefill; its attention still reads it.
             self.prefilling.append(_Prefill(request, request.prompt - request.cached))
-            budget -= request.prompt - request.cached
+            budget -= min(request.prompt - request.cached, cap)
 
     def _mixed_step(self) -> None:
         decode = len(self.decoding)
         budget = max(self.config.max_num_batched_tokens - decode, 0)
+        cap = self._cap
         prefill = 0
         pairs = 0.0
-        done: list[FleetRequest] = []
+        done: list[_Prefill] = []
         for item in self.prefilling:
             if budget <= 0:
                 break
             request, left = item.request, item.left
-            chunk = min(left, budget)
+            chunk = min(left, budget, cap)
             computed = request.prompt - left
             pairs += chunk * chunk / 2 + chunk * computed
             prefill += chunk
             budget -= chunk
             item.left = left - chunk
             if left == chunk:
-                done.append(request)
+                done.append(item)
         context = self.context_base + decode * self.steps
         self.now += self.timer.step_seconds(prefill, decode, context, pairs)
         self.steps += 1
         self._finish_due()
-        for request in done:
-            self.prefilling.popleft()
-            self._first_token(request)
+        for item in done:
+            # Capped chunks let a later prompt finish before an earlier one.
+            self.prefilling.remove(item)
+            self._first_token(item.request)
 
     def _first_token(self, request: FleetRequest) -> None:
         request.first_token_at = self.now

@@ -79,6 +79,8 @@ def to_json(
             "model": o.model,
             "gpu": o.gpu,
             "gpusPerReplica": setup.shape.gpus,
+            # vLLM --long-prefill-token-threshold replayed (--cap-long-prefills); 0: none.
+            "longPrefillTokenThreshold": setup.shape.config.long_prefill_token_threshold,
             "requests": len(setup.trace.requests),
             "durationSeconds": setup.trace.duration,
             "coldStartSeconds": o.cold_start,

@@ -207,6 +207,7 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
         max_num_batched_tokens=p.max_num_batched_tokens,
         max_model_len=p.max_model_len,
         block_size=1 if p.engine == "sglang" else 16,
+        long_prefill_token_threshold=p.long_prefill_token_threshold,
     )
     shape = ReplicaShape(config, step_model(p), p.gpus_per_replica)
     longest = longest_prompt(
@@ -423,6 +424,9 @@ def run_policy(setup: Setup, autoscaler: Autoscaler, routing: str | None = None)
     fleet.start(autoscaler.initial(), 0.0, warm=True)
     window = metrics.Window([], [])
     requests = [FleetRequest(r.at, r.prompt, r.output, blocks=r.blocks) for r in trace.requests]
+    # Each replay re-plans from its own observations: the feed keeps its last mix and
+    # capacity, so a shared one would hand a policy what the previous replay saw.
+    mix_feed = dataclasses.replace(setup.mix_feed) if setup.mix_feed is not None else None
     arrivals: list[float] = []
     timeline: list[TimelinePoint] = []
     step = metrics.SCRAPE_INTERVAL_S
@@ -471,8 +475,8 @@ def run_policy(setup: Setup, autoscaler: Autoscaler, routing: str | None = None)
             current = FleetState(fleet.desired, len(ready), o.min_replicas, setup.max_replicas)
             ceiling = observed_ceiling(setup, window, now)
             mix = None
-            if ceiling is not None and setup.mix_feed is not None:
-                mix = setup.mix_feed.capacity(
+            if ceiling is not None and mix_feed is not None:
+                mix = mix_feed.capacity(
                     [p for at, p in window.prompts if at <= now],
                     [n for at, n in window.outputs if at <= now],
                     ceiling.longest_prompt,
