@@ -19,7 +19,7 @@ change what an engine computes:
   sglang@0.5.9:python/sglang/srt/managers/scheduler.py), which is vLLM V1's schedule with
   `max_num_batched_tokens` = that budget. An older row keeps SGLang's defaults; the 78 H100
   rows of 0.5.1.post1 confirm it (their TTFT is a synchronised burst's in every round; with
-  mixed chunking the median |error| goes from 6.5% to 45%).
+  mixed chunking the median |error| goes from 6.5% to 65%).
 - Prompts. The benchmark runs `aiperf profile --concurrency C --num-requests 20C
   --warmup-request-count 2C` without `--num-dataset-entries`
   (generator/config/backend_templates/benchmark/bench_run.sh.j2), so aiperf draws every
@@ -27,7 +27,7 @@ change what an engine computes:
   aiperf@db4f639:aiperf/common/config/config_defaults.py; `dataset_manager.py`), and the
   generated launches leave the prefix caches on: most measured requests would be
   prefix-cache hits. The H100 rows refute that for the rows at hand (scored with 100 prompts,
-  TTFT falls to -49% bias, -80% for SGLang: their prompts were not repeated), so the default
+  TTFT falls to -49% / -51% bias on the fit / held-out split: their prompts were not repeated), so the default
   is every prompt distinct; `dataset_entries` scores a benchmark that did repeat them.
 """
 
