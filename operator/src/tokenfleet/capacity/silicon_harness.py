@@ -24,10 +24,10 @@ change what an engine computes:
   --warmup-request-count 2C` without `--num-dataset-entries`
   (generator/config/backend_templates/benchmark/bench_run.sh.j2), so aiperf draws every
   request's prompt at random from 100 synthetic ones (`ConversationDefaults.NUM`,
-  aiperf@db4f639:aiperf/common/config/config_defaults.py; `dataset_manager.py`), and the
-  generated launches leave the prefix caches on: most measured requests would be
-  prefix-cache hits. The H100 rows refute that for the rows at hand (scored with 100 prompts,
-  TTFT falls to -49% / -51% bias on the fit / held-out split: their prompts were not repeated), so the default
+  aiperf@db4f639:aiperf/common/config/config_defaults.py; aiperf/dataset/dataset_manager.py),
+  and the generated launches leave the prefix caches on: most measured requests would be
+  prefix-cache hits. The H100 rows refute that for the rows at hand (scored with 100
+  prompts, their TTFT bias falls to -49% / -51% on the fit / held-out split), so the default
   is every prompt distinct; `dataset_entries` scores a benchmark that did repeat them.
 """
 
@@ -40,7 +40,7 @@ from typing import Literal
 from tokenfleet.capacity.load import Replica
 
 SglangLaunch = Literal["auto", "defaults", "generator"]
-SGLANG_LAUNCHES: tuple[SglangLaunch, ...] = ("auto", "defaults", "generator")
+SGLANG_LAUNCHES: tuple[SglangLaunch, ...] = ("auto", "defaults", "generator")  # CLI choices
 # The first SGLang release whose generator template always carried --enable-mixed-chunk.
 GENERATOR_SGLANG_SINCE = (0, 5, 6, 2)
 PREFILL_TOKENS_MARGIN = 1500  # --max-prefill-tokens ISL + 1500 (sglang.rule)

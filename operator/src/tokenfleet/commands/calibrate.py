@@ -7,6 +7,7 @@ import argparse
 
 from tokenfleet.capacity.calibration import POINTS
 from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.silicon_harness import SGLANG_LAUNCHES
 from tokenfleet.capacity.types import GIB
 
 
@@ -36,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     )
     p.add_argument(
         "--sglang-launch",
-        choices=("auto", "defaults", "generator"),
+        choices=SGLANG_LAUNCHES,
         default="auto",
         help="with --silicon: how the SGLang rows were launched: 'generator' with "
         "AIConfigurator's --enable-mixed-chunk and --max-prefill-tokens ISL+1500, 'defaults' "
