@@ -12,7 +12,9 @@ the clients' next requests then come back bunched and spread out over the follow
 (HTTP and streaming jitter, vLLM's mixed steps finishing them at different times). The
 benchmark's mean TTFT counts the first wave with weight 1 / burst_rounds and the steady closed
 loop with the rest (silicon_bench.py). SGLang's waves do not spread (its prefill batches keep
-them together): its benchmark is simulated round by round and needs no such number.
+them together): its benchmark is simulated round by round and needs no such number, except
+where it was launched with --enable-mixed-chunk (capacity/silicon_harness.py): then it runs
+vLLM's mixed schedule and its start burst takes vLLM's weight (`mixed_burst_rounds`).
 
 Fitted by `tokenfleet calibrate --perf --silicon reference/silicon-h100.csv --fit` on the
 calibration split of the H100 rows only (capacity/silicon_fit.py: the rows whose id hashes
@@ -39,12 +41,19 @@ class ClientOverhead:
 _FIT = "fit split of reference/silicon-h100.csv (capacity/silicon_fit.py)"
 OVERHEADS: dict[str, ClientOverhead] = {
     "vllm": ClientOverhead(0.0175, 7.5e-6, _FIT + ", 147 rows", burst_rounds=6),
-    "sglang": ClientOverhead(0.0875, 0.0, _FIT + ", 61 rows"),
+    # burst_rounds: vLLM's, for the rows launched with --enable-mixed-chunk (the fit copies it)
+    "sglang": ClientOverhead(0.090, 0.0, _FIT + ", 61 rows", burst_rounds=6),
 }
 
 
 def overhead_of(engine: str) -> ClientOverhead:
     return OVERHEADS.get(engine, OVERHEADS["vllm"])
+
+
+def mixed_burst_rounds() -> int:
+    """The start burst's weight of a mixed prefill / decode schedule: fitted on vLLM's rows,
+    the only mixed schedule among the H100 calibration rows."""
+    return OVERHEADS["vllm"].burst_rounds
 
 
 def request_overhead_s(engine: str, prompt_tokens: int) -> float:

@@ -13,7 +13,10 @@ every request counted. What happens after the first wave depends on the schedule
   the first wave by 1 / burst_rounds (capacity/overheads.py: how many rounds the start burst
   takes to spread, fitted on the H100 rows).
 That split is what the H100 calibration rows show (SGLang's mean TTFT is a burst's at every
-concurrency; vLLM's grows slowly with it); docs/capacity-model.md has the numbers.
+concurrency; vLLM's grows slowly with it); docs/capacity-model.md has the numbers. SGLang rows
+launched with --enable-mixed-chunk (capacity/silicon_harness.py: 0.5.6.post2 and later, as
+AIConfigurator's generator launches them) run vLLM's schedule, their start burst weighing
+what vLLM's does (the H100 rows hold no mixed SGLang row to fit it on).
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from tokenfleet.capacity import load, step_model
 from tokenfleet.capacity.engine_profiles import default_batch_limits
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import get_gpu
-from tokenfleet.capacity.overheads import overhead_of, request_overhead_s
+from tokenfleet.capacity.overheads import mixed_burst_rounds, request_overhead_s
 from tokenfleet.capacity.planner import plan
+from tokenfleet.capacity.prefix import prefill_tokens
 from tokenfleet.capacity.silicon import Refused, Resolved, Scored, SiliconRow, resolve
+from tokenfleet.capacity.silicon_harness import DEFAULT, Harness
 from tokenfleet.capacity.types import Plan, PlanRequest
 from tokenfleet.scheduling.virtual import benchmark_loop, first_wave, mean_of_rounds
 
@@ -87,19 +92,28 @@ class Phases:
 
 
 def simulate(
-    row: SiliconRow, p: Plan, overhead_s: float, burst_rounds: int | None = None
+    row: SiliconRow,
+    p: Plan,
+    overhead_s: float,
+    burst_rounds: int | None = None,
+    harness: Harness = DEFAULT,
 ) -> Simulated:
     """The benchmark of `row` on the planned replica `p`, each request spending
-    `overhead_s` outside the engine; vLLM's start burst weighs 1 / `burst_rounds` (default:
-    capacity/overheads.py's)."""
-    run = phases(row, p, overhead_s)
+    `overhead_s` outside the engine; a mixed schedule's start burst weighs 1 / `burst_rounds`
+    (default: capacity/overheads.py's)."""
+    run = phases(row, p, overhead_s, harness)
     if isinstance(run, Phases):
-        return run.mean(burst_rounds or overhead_of(row.engine).burst_rounds)
+        return run.mean(burst_rounds or mixed_burst_rounds())
     return run
 
 
-def phases(row: SiliconRow, p: Plan, overhead_s: float) -> Simulated | Phases:
-    """SGLang's whole benchmark (its waves stay together), or vLLM's two phases."""
+def phases(
+    row: SiliconRow, p: Plan, overhead_s: float, harness: Harness = DEFAULT
+) -> Simulated | Phases:
+    """SGLang's whole benchmark (its separate prefill batches keep the waves together), or
+    the two phases of a mixed schedule (vLLM, SGLang with --enable-mixed-chunk). A request
+    prefills what the harness's repeated prompts leave uncached; the KV cache is sized on
+    the whole prompt."""
     replica = load.Replica.of(
         row.engine,
         p.kv_cache_tokens,
@@ -108,22 +122,30 @@ def phases(row: SiliconRow, p: Plan, overhead_s: float) -> Simulated | Phases:
         p.max_model_len,
         p.pipeline_parallel_size,
     )
+    replica = harness.launch(row.engine, row.version, row.isl, replica)
     timer = step_model(p)
     scaled, config, w = load.lockstep(replica, timer, row.concurrency, row.isl + row.osl)
     clients = max(1, round(row.concurrency / w))
-    shape = (row.isl, row.osl)
+    c, running = row.concurrency, min(row.concurrency, p.max_num_seqs)
+
+    def prefill(first: int, count: int | None = None) -> int:
+        h = harness.hit_rate(c, p.kv_cache_tokens, running, row.isl, row.osl, first, count)
+        return prefill_tokens(row.isl, h)
+
     if not replica.mixed_prefill:
         rounds = min(ROUNDS, SYNCHRONISED_ROUNDS)
+        shape = (prefill(0), row.osl)
         run = benchmark_loop(config, scaled, clients, shape, rounds, request_overhead=overhead_s)
         return Simulated(run.ttft_mean, run.tpot_mean)
+    shape = (prefill(0, c), row.osl)
     first = first_wave(config, scaled, clients, shape, request_overhead=overhead_s)
-    later = load.closed(timer, replica, row.concurrency, row.isl, row.osl, overhead_s=overhead_s)
+    later = load.closed(timer, replica, c, prefill(c), row.osl, overhead_s=overhead_s)
     return Phases(
         Simulated(first.ttft_mean, first.tpot_mean), Simulated(later.ttft_mean, later.tpot_mean)
     )
 
 
-def predict_row(row: SiliconRow) -> Scored | Refused:
+def predict_row(row: SiliconRow, harness: Harness = DEFAULT) -> Scored | Refused:
     r = resolve(row)
     if isinstance(r, str):
         return Refused(row, r)
@@ -131,5 +153,5 @@ def predict_row(row: SiliconRow) -> Scored | Refused:
         p = _plan(row, r)
     except PlanError as e:
         return Refused(row, f"plan() refuses it: {e}")
-    s = simulate(row, p, request_overhead_s(row.engine, row.isl))
+    s = simulate(row, p, request_overhead_s(row.engine, row.isl), harness=harness)
     return Scored(row, p, s.ttft_s * 1e3, s.tpot_s * 1e3)

@@ -20,6 +20,7 @@ from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.overheads import ClientOverhead
 from tokenfleet.capacity.silicon import SiliconRow, resolve
 from tokenfleet.capacity.silicon_bench import Phases, _plan, phases
+from tokenfleet.capacity.silicon_harness import DEFAULT, Harness
 from tokenfleet.scheduling.virtual import mean_of_rounds
 
 Part = Literal["fit", "held-out"]
@@ -44,7 +45,7 @@ class FitRow:
         return mean_of_rounds(self.first_s, self.later_s, burst_rounds)
 
 
-def simulated(rows: Sequence[SiliconRow]) -> list[FitRow]:
+def simulated(rows: Sequence[SiliconRow], harness: Harness = DEFAULT) -> list[FitRow]:
     out = []
     for row in rows:
         r = resolve(row)
@@ -54,7 +55,7 @@ def simulated(rows: Sequence[SiliconRow]) -> list[FitRow]:
             p = _plan(row, r)
         except PlanError:
             continue
-        run = phases(row, p, 0.0)
+        run = phases(row, p, 0.0, harness)
         if isinstance(run, Phases):
             out.append(FitRow(row, run.first.ttft_s, run.later.ttft_s))
         else:
@@ -75,14 +76,17 @@ def _loss(rows: Sequence[FitRow], fixed: float, per_token: float, burst_rounds: 
     ) / max(len(rows), 1)
 
 
-def fit(rows: Sequence[SiliconRow]) -> dict[str, ClientOverhead]:
-    """The overhead per engine fitted on the `fit` part of `rows`."""
-    sims = simulated([r for r in rows if part(r) == "fit"])
-    table = {}
-    for engine in sorted({f.row.engine for f in sims}):
+def fit(rows: Sequence[SiliconRow], harness: Harness = DEFAULT) -> dict[str, ClientOverhead]:
+    """The overhead per engine fitted on the `fit` part of `rows`, run under `harness`."""
+    sims = simulated([r for r in rows if part(r) == "fit"], harness)
+    table: dict[str, ClientOverhead] = {}
+    # vLLM first: its rows fit the start burst's weight of a mixed schedule, which the SGLang
+    # rows launched with --enable-mixed-chunk (capacity/silicon_harness.py) then take; the
+    # rest of SGLang's are simulated whole and do not use it.
+    for engine in sorted({f.row.engine for f in sims}, key=lambda e: e != "vllm"):
         mine = [f for f in sims if f.row.engine == engine]
-        # A benchmark simulated whole has no burst weight to fit: keep the default.
-        bursts = BURST_ROUNDS_GRID if any(f.first_s != f.later_s for f in mine) else [20]
+        vllm = table.get("vllm")
+        bursts = BURST_ROUNDS_GRID if engine == "vllm" else [vllm.burst_rounds if vllm else 20]
         # Ties go to the first in grid order: the smallest overhead, the fewest rounds.
         best = min(
             ((a, k, n) for n in bursts for a in FIXED_GRID_S for k in PER_TOKEN_GRID_S),

@@ -7,6 +7,7 @@ import argparse
 
 from tokenfleet.capacity.calibration import POINTS
 from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.silicon_harness import SGLANG_LAUNCHES
 from tokenfleet.capacity.types import GIB
 
 
@@ -34,6 +35,24 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="with --silicon: fit the client-overhead table on the file's fit split and print "
         "it, then score the fit and held-out splits apart (for the H100 calibration file only)",
     )
+    p.add_argument(
+        "--sglang-launch",
+        choices=SGLANG_LAUNCHES,
+        default="auto",
+        help="with --silicon: how the SGLang rows were launched: 'generator' with "
+        "AIConfigurator's --enable-mixed-chunk and --max-prefill-tokens ISL+1500, 'defaults' "
+        "with SGLang's own defaults, 'auto' (default) by version as AIConfigurator's "
+        "generator does (the flags from 0.5.6.post2 on)",
+    )
+    p.add_argument(
+        "--dataset-entries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --silicon: the benchmark drew each prompt at random from N distinct ones "
+        "(aiperf's default is 100), so repeated prompts hit the prefix cache; 0 (default): "
+        "every prompt distinct",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,9 +60,17 @@ def run(args: argparse.Namespace) -> int:
     if silicon and not getattr(args, "perf", False):
         raise PlanError("silicon", silicon, "scores latency", "add --perf")
     if silicon:
+        from tokenfleet.capacity.silicon_harness import Harness
         from tokenfleet.commands.calibrate_silicon import print_silicon
 
-        return print_silicon(silicon, getattr(args, "rows", False), getattr(args, "fit", False))
+        entries = getattr(args, "dataset_entries", 0)
+        if entries < 0:
+            raise PlanError(
+                "dataset-entries", entries, "must be 0 or more", "pass 0 for distinct prompts"
+            )
+        harness = Harness(getattr(args, "sglang_launch", "auto"), entries)
+        rows, fit = getattr(args, "rows", False), getattr(args, "fit", False)
+        return print_silicon(silicon, rows, fit, harness)
     if getattr(args, "perf", False):
         from tokenfleet.commands.calibrate_perf import print_perf
 

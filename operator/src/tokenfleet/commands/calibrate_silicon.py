@@ -13,6 +13,7 @@ from pathlib import Path
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.silicon import Errors, Refused, Scored, errors, parse
 from tokenfleet.capacity.silicon_bench import predict_row
+from tokenfleet.capacity.silicon_harness import DEFAULT, Harness
 
 
 def read(path: str) -> str:
@@ -45,20 +46,20 @@ def _table(title: str, scored: Sequence[Scored], key: Callable[[Scored], str]) -
     print()
 
 
-def score(text: str) -> tuple[list[Scored], list[Refused]]:
+def score(text: str, harness: Harness = DEFAULT) -> tuple[list[Scored], list[Refused]]:
     scored: list[Scored] = []
     refused: list[Refused] = []
     for row in parse(text):
-        out = predict_row(row)
+        out = predict_row(row, harness)
         (scored if isinstance(out, Scored) else refused).append(out)  # type: ignore[arg-type]
     return scored, refused
 
 
-def print_fit(text: str) -> None:
+def print_fit(text: str, harness: Harness = DEFAULT) -> None:
     from tokenfleet.capacity.overheads import OVERHEADS
     from tokenfleet.capacity.silicon_fit import fit
 
-    table = fit(parse(text))
+    table = fit(parse(text), harness)
     print("client overhead fitted on the fit split (capacity/overheads.py holds the table):")
     for engine, o in table.items():
         now = OVERHEADS.get(engine)
@@ -71,15 +72,17 @@ def print_fit(text: str) -> None:
         print(f"  {engine:<7} fixed {o.fixed_s * 1e3:5.1f} ms + {o.per_prompt_token_s * 1e6:5.1f} "
               f"us per prompt token, start burst weighs 1/{o.burst_rounds} ({o.source}); "
               f"the table holds {held}")  # fmt: skip
-    print("  (SGLang's benchmark is simulated round by round: its burst weight is not used)")
+    print("  (SGLang's burst weight is vLLM's, used only for rows launched with mixed chunking)")
     print()
 
 
-def print_silicon(path: str, rows: bool = False, fit: bool = False) -> int:
+def print_silicon(
+    path: str, rows: bool = False, fit: bool = False, harness: Harness = DEFAULT
+) -> int:
     text = read(path)
     if fit:
-        print_fit(text)
-    scored, refused = score(text)
+        print_fit(text, harness)
+    scored, refused = score(text, harness)
     if fit:
         from tokenfleet.capacity.silicon_fit import part
 
