@@ -13,6 +13,9 @@ layout whose planning started it and its purpose:
 - open/first: the goodput search's first run, run by the cost choice's order;
 - open/search: the other goodput-search runs.
 
+A run repeated with the same inputs within one plan() is counted as such (the caches on
+load.closed / load.open_ share runs between the cost choice and the final plan).
+
 `oracle`: the search's runs (open/search) that a search knowing where the capacity lies
 would still make: the run at the rate it returns (its statistics are the prediction) and
 the lowest rate above it that failed (it proves the capacity below); for a search stopped
@@ -47,6 +50,7 @@ class Run:
     layout: str
     purpose: str
     ms: float
+    inputs: str  # the scheduler run's every argument: two equal ones are one run twice
     rate: float = 0.0
     passed: bool = False
     search: int = -1  # which goodput_capacity call it belongs to
@@ -100,7 +104,8 @@ def _install() -> None:
         purpose, layout = _closed_purpose(), _layout()
         start = time.process_time()
         stats = closed_loop(*args, **kw)
-        LOG.runs.append(Run(layout, purpose, (time.process_time() - start) * 1e3))
+        inputs = repr(("closed", args, sorted(kw.items())))
+        LOG.runs.append(Run(layout, purpose, (time.process_time() - start) * 1e3, inputs))
         return stats
 
     def counted_open(config: Any, timer: Any, rate: float, *args: Any, **kw: Any) -> Any:
@@ -115,7 +120,10 @@ def _install() -> None:
         offered = own.f_locals["rate"] if own is not None else rate
         search = -1 if first else len(LOG.searches) - 1
         purpose = "open/first" if first else "open/search"
-        LOG.runs.append(Run(layout, purpose, ms, offered, passed, search))
+        # early_give_up (a decider's run) is left out: the same run told to stop sooner
+        same = sorted((k, v) for k, v in kw.items() if k != "early_give_up")
+        inputs = repr(("open", config, timer, rate, args, same))
+        LOG.runs.append(Run(layout, purpose, ms, inputs, offered, passed, search))
         return stats
 
     def counted_capacity(*args: Any, **kw: Any) -> Any:
@@ -168,6 +176,7 @@ def main(cases: list[tuple[str, str, dict[str, Any]]], detail: bool) -> None:
     totals: collections.Counter[str] = collections.Counter()
     spent: collections.Counter[str] = collections.Counter()
     total_ms = run_ms = oracle = oracle_first = 0.0
+    repeated = 0
     for model, gpu, kw in cases:
         ms, runs = _one(model, gpu, kw)
         total_ms += ms
@@ -175,6 +184,7 @@ def main(cases: list[tuple[str, str, dict[str, Any]]], detail: bool) -> None:
         saved = _oracle_ms(runs)
         oracle += saved
         oracle_first += _oracle_ms(runs, with_first=True)
+        repeated += len(runs) - len({r.inputs for r in runs})
         for r in runs:
             totals[r.purpose] += 1
             spent[r.purpose] += r.ms
@@ -189,6 +199,7 @@ def main(cases: list[tuple[str, str, dict[str, Any]]], detail: bool) -> None:
             for (layout, purpose), times in sorted(table.items()):
                 print(f"  {layout:9} {purpose:18} {len(times):2} runs {sum(times):5.1f} ms")
     print(f"{len(cases)} cases: plan() {total_ms:.0f} ms, of it runs {run_ms:.0f} ms")
+    print(f"  {sum(totals.values())} runs, {repeated} of them with the inputs of an earlier one")
     print(f"  an oracle goodput search would save {oracle:.0f} ms")
     print(f"  ... {oracle_first:.0f} ms if it could skip the cost choice's first runs too")
     for purpose, n in sorted(totals.items()):
