@@ -1,0 +1,74 @@
+"""Square-root staffing: the headroom bursty arrivals need, as extra load (PURE).
+
+A replica's capacity (req/s within the SLO) is measured, predicted and learnt on Poisson-like
+traffic. Under bursty arrivals it depends on the fleet's size: N replicas share the bursts,
+so the spare capacity a burst needs grows like sqrt(load), not like load (statistical
+multiplexing; Halfin-Whitt's QED regime, N = R + beta * sqrt(R)). A replica batches, so it
+is m = c x T request slots (Little's law: capacity c req/s, a request stays T seconds), and
+the fleet is N x m slots for a load of R x m: N = R + beta * sqrt(R x IDC' / m). In req/s:
+
+    effective load = L + beta * sqrt(L x IDC' / T)
+
+IDC' is the arrival counts' index of dispersion beyond Poisson's (variance / mean - 1; 0 for
+Poisson, whose fluctuations the measured per-replica capacity already includes), beta the
+SLO's quantile (Phi^-1(0.99) = 2.33: the burst a fleet must absorb is the attainment
+target's quantile of the counts). The headroom depends on the load and the traffic, not on
+the capacity, so the policy sizes the fleet for the effective load and learns the capacity
+from it: a capacity learnt on 14 replicas then holds on 5.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from statistics import NormalDist
+
+MIN_BINS = 6
+"""Fewer counts than this say nothing about their variance."""
+BIN_SECONDS = 30.0
+"""Arrivals are counted per 30 s: two scrapes of the PodMonitor's 15 s interval, the
+shortest increase() Prometheus resolves reliably."""
+WINDOW_SECONDS = 600.0
+"""...over 10 minutes (20 bins), the window the request mix is read over too: burstiness is
+a property of the traffic that changes slowly."""
+BINS = int(WINDOW_SECONDS // BIN_SECONDS)
+
+
+def index_of_dispersion(counts: Sequence[float]) -> float | None:
+    """Variance / mean of arrival counts in equal consecutive bins, from the differences of
+    neighbours (Allan variance: a load that drifts over the window is not burstiness).
+    1 for Poisson, CV^2 for a renewal process with gaps of that CV. None: too few bins or
+    no arrivals."""
+    if len(counts) < MIN_BINS:
+        return None
+    mean = sum(counts) / len(counts)
+    if mean <= 0:
+        return None
+    diffs = [(b - a) ** 2 for a, b in itertools.pairwise(counts)]
+    return sum(diffs) / (2 * len(diffs)) / mean
+
+
+def excess_dispersion(idc: float | None, bins: int = BINS) -> float:
+    """IDC beyond Poisson's, less its own sampling noise: a Poisson window of n bins reads
+    1 +- sqrt(2 / (n - 1)) (one standard error), which must not buy replicas."""
+    if idc is None or bins < MIN_BINS:
+        return 0.0
+    return max(0.0, idc - 1.0 - math.sqrt(2.0 / (bins - 1)))
+
+
+def beta(attainment: float) -> float:
+    """The SLO's quantile of a standard normal: how many standard deviations of the counts
+    the fleet absorbs (2.33 at a 99% attainment target). 0 for targets at or under 50%."""
+    p = min(max(attainment, 0.5), 1 - 1e-6)
+    return NormalDist().inv_cdf(p)
+
+
+def effective_load(
+    load: float, excess_idc: float, residence_s: float | None, attainment: float
+) -> float:
+    """The load (req/s) plus the headroom its bursts need: L + beta * sqrt(L x IDC' / T).
+    No residence time (no request in flight reported) or no excess dispersion: L."""
+    if load <= 0 or excess_idc <= 0 or residence_s is None or residence_s <= 0:
+        return max(load, 0.0)
+    return load + beta(attainment) * math.sqrt(load * excess_idc / residence_s)
