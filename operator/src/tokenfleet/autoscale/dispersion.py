@@ -35,26 +35,37 @@ a property of the traffic that changes slowly."""
 BINS = int(WINDOW_SECONDS // BIN_SECONDS)
 
 
+# The median of a chi-square with one degree of freedom: the median of (X1 - X2)^2 over two
+# independent normal counts is this x 2 x their variance.
+_CHI2_1_MEDIAN = 0.454936
+# ...and its sample median's relative standard error x sqrt(n): sqrt(p(1-p)) / (f(m) x m),
+# f the chi-square(1) density at its median m.
+_MEDIAN_RSE = 0.5 / (math.exp(-_CHI2_1_MEDIAN / 2) / math.sqrt(2 * math.pi * _CHI2_1_MEDIAN))
+_MEDIAN_RSE /= _CHI2_1_MEDIAN
+
+
 def index_of_dispersion(counts: Sequence[float]) -> float | None:
-    """Variance / mean of arrival counts in equal consecutive bins, from the differences of
-    neighbours (Allan variance: a load that drifts over the window is not burstiness).
-    1 for Poisson, CV^2 for a renewal process with gaps of that CV. None: too few bins or
-    no arrivals."""
+    """Variance / mean of arrival counts in equal consecutive bins: 1 for Poisson, CV^2 for
+    a renewal process with gaps of that CV. From the differences of neighbours (Allan
+    variance), so a load that drifts over the window is not burstiness, and their median,
+    so one step of the load (a spike) is not either. None: too few bins or no arrivals."""
     if len(counts) < MIN_BINS:
         return None
     mean = sum(counts) / len(counts)
     if mean <= 0:
         return None
-    diffs = [(b - a) ** 2 for a, b in itertools.pairwise(counts)]
-    return sum(diffs) / (2 * len(diffs)) / mean
+    diffs = sorted((b - a) ** 2 for a, b in itertools.pairwise(counts))
+    mid = len(diffs) // 2
+    median = diffs[mid] if len(diffs) % 2 else (diffs[mid - 1] + diffs[mid]) / 2
+    return median / (2 * _CHI2_1_MEDIAN) / mean
 
 
 def excess_dispersion(idc: float | None, bins: int = BINS) -> float:
     """IDC beyond Poisson's, less its own sampling noise: a Poisson window of n bins reads
-    1 +- sqrt(2 / (n - 1)) (one standard error), which must not buy replicas."""
+    1 +- _MEDIAN_RSE / sqrt(n - 1) (one standard error), which must not buy replicas."""
     if idc is None or bins < MIN_BINS:
         return 0.0
-    return max(0.0, idc - 1.0 - math.sqrt(2.0 / (bins - 1)))
+    return max(0.0, idc - 1.0 - _MEDIAN_RSE / math.sqrt(bins - 1))
 
 
 def beta(attainment: float) -> float:
