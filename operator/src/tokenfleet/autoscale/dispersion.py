@@ -36,7 +36,7 @@ BINS = int(WINDOW_SECONDS // BIN_SECONDS)
 
 
 # The median of a chi-square with one degree of freedom: the median of (X1 - X2)^2 over two
-# independent normal counts is this x 2 x their variance.
+# independent normal counts is this x the variance of their difference (X1 + X2 for Poisson).
 _CHI2_1_MEDIAN = 0.454936
 # ...and its sample median's relative standard error x sqrt(n): sqrt(p(1-p)) / (f(m) x m),
 # f the chi-square(1) density at its median m.
@@ -46,18 +46,16 @@ _MEDIAN_RSE /= _CHI2_1_MEDIAN
 
 def index_of_dispersion(counts: Sequence[float]) -> float | None:
     """Variance / mean of arrival counts in equal consecutive bins: 1 for Poisson, CV^2 for
-    a renewal process with gaps of that CV. From the differences of neighbours (Allan
-    variance), so a load that drifts over the window is not burstiness, and their median,
-    so one step of the load (a spike) is not either. None: too few bins or no arrivals."""
-    if len(counts) < MIN_BINS:
+    a renewal process with gaps of that CV. From the differences of neighbours, each over
+    its own pair's count (Allan variance, locally normalised), so a load that drifts over
+    the window is not burstiness; and their median, so one step of the load (a spike) is
+    not either. None: too few bins with arrivals."""
+    ratios = sorted((b - a) ** 2 / (a + b) for a, b in itertools.pairwise(counts) if a + b > 0)
+    if len(ratios) < MIN_BINS - 1:
         return None
-    mean = sum(counts) / len(counts)
-    if mean <= 0:
-        return None
-    diffs = sorted((b - a) ** 2 for a, b in itertools.pairwise(counts))
-    mid = len(diffs) // 2
-    median = diffs[mid] if len(diffs) % 2 else (diffs[mid - 1] + diffs[mid]) / 2
-    return median / (2 * _CHI2_1_MEDIAN) / mean
+    mid = len(ratios) // 2
+    median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+    return median / _CHI2_1_MEDIAN
 
 
 def excess_dispersion(idc: float | None, bins: int = BINS) -> float:
