@@ -37,11 +37,11 @@ BINS = int(WINDOW_SECONDS // BIN_SECONDS)
 
 # The median of a chi-square with one degree of freedom: the median of (X1 - X2)^2 over two
 # independent normal counts is this x the variance of their difference (X1 + X2 for Poisson).
-_CHI2_1_MEDIAN = 0.454936
+CHI2_1_MEDIAN = 0.454936
 # ...and its sample median's relative standard error x sqrt(n): sqrt(p(1-p)) / (f(m) x m),
 # f the chi-square(1) density at its median m.
-_MEDIAN_RSE = 0.5 / (math.exp(-_CHI2_1_MEDIAN / 2) / math.sqrt(2 * math.pi * _CHI2_1_MEDIAN))
-_MEDIAN_RSE /= _CHI2_1_MEDIAN
+_MEDIAN_RSE = 0.5 / (math.exp(-CHI2_1_MEDIAN / 2) / math.sqrt(2 * math.pi * CHI2_1_MEDIAN))
+_MEDIAN_RSE /= CHI2_1_MEDIAN
 
 
 def index_of_dispersion(counts: Sequence[float]) -> float | None:
@@ -55,7 +55,7 @@ def index_of_dispersion(counts: Sequence[float]) -> float | None:
         return None
     mid = len(ratios) // 2
     median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
-    return median / _CHI2_1_MEDIAN
+    return median / CHI2_1_MEDIAN
 
 
 def excess_dispersion(idc: float | None, bins: int = BINS) -> float:
