@@ -35,7 +35,7 @@ def _renewal_counts(cv: float, rate: float, seed: int, bins: int = BINS) -> list
 def test_index_of_dispersion_is_cv_squared_for_a_renewal_process(
     cv: float, expected: float
 ) -> None:
-    # One 400-bin reading strays by ~12% (the median's noise): the mean of ten does not.
+    # One 400-bin reading strays by ~18% (the quantile's noise): the mean of ten does not.
     readings = [
         dispersion.index_of_dispersion(_renewal_counts(cv, 5.0, seed)) for seed in range(10)
     ]
@@ -71,17 +71,20 @@ def test_too_few_bins_or_no_arrivals_say_nothing() -> None:
     assert dispersion.excess_dispersion(None) == 0.0
 
 
-def test_poisson_windows_buy_no_headroom() -> None:
-    """A 20-bin window of Poisson counts reads 1 +- its noise; the noise is subtracted."""
-    rng = random.Random(3)
-    excess = []
-    for _ in range(200):
-        counts = [float(_poisson(rng, 300.0)) for _ in range(dispersion.BINS)]
-        excess.append(dispersion.excess_dispersion(dispersion.index_of_dispersion(counts)))
-    assert sum(1 for e in excess if e > 0) < 0.25 * len(excess)
-    # One window in a few reads high by chance (the median of 19 chi-squares has a long
-    # tail); on average Poisson traffic buys next to nothing.
-    assert sum(excess) / len(excess) < 0.2
+def test_poisson_windows_buy_a_small_fraction_of_what_bursty_ones_do() -> None:
+    """A 20-bin window reads its IDC with a quartile's noise; one standard error of it is
+    subtracted. Poisson windows still read a little excess now and then (the quartile's
+    estimate is skewed): on average under a tenth of what gamma CV-2 windows read, which
+    find most of their true excess (3)."""
+
+    def mean_excess(cv: float) -> float:
+        windows = (_renewal_counts(cv, 20.0, seed, bins=dispersion.BINS) for seed in range(200))
+        excess = [dispersion.excess_dispersion(dispersion.index_of_dispersion(c)) for c in windows]
+        return sum(excess) / len(excess)
+
+    poisson, bursty = mean_excess(1.0), mean_excess(2.0)
+    assert bursty > 2.0
+    assert poisson < 0.1 * bursty
 
 
 def test_beta_is_the_slo_quantile() -> None:
@@ -90,7 +93,7 @@ def test_beta_is_the_slo_quantile() -> None:
     assert dispersion.beta(0.3) == 0.0
 
 
-def test_headroom_grows_like_the_square_root_of_the_load() -> None:
+def test_headroom_grows_like_the_square_root_of_the_load_up_to_the_load() -> None:
     def headroom(load: float) -> float:
         return dispersion.effective_load(load, 3.0, 6.0, 0.99) - load
 
@@ -100,6 +103,8 @@ def test_headroom_grows_like_the_square_root_of_the_load() -> None:
     assert dispersion.effective_load(10.0, 0.0, 6.0, 0.99) == 10.0
     assert dispersion.effective_load(10.0, 3.0, None, 0.99) == 10.0
     assert dispersion.effective_load(0.0, 3.0, 6.0, 0.99) == 0.0
+    # On-off traffic reads as a huge dispersion: the headroom stops at the load itself.
+    assert dispersion.effective_load(2.0, 400.0, 6.0, 0.99) == 4.0
 
 
 def test_fleetsim_reports_the_dispersion_of_first_tokens_once_the_window_is_full() -> None:

@@ -35,35 +35,48 @@ a property of the traffic that changes slowly."""
 BINS = int(WINDOW_SECONDS // BIN_SECONDS)
 
 
-# The median of a chi-square with one degree of freedom: the median of (X1 - X2)^2 over two
-# independent normal counts is this x the variance of their difference (X1 + X2 for Poisson).
-CHI2_1_MEDIAN = 0.454936
-# ...and its sample median's relative standard error x sqrt(n): sqrt(p(1-p)) / (f(m) x m),
-# f the chi-square(1) density at its median m.
-_MEDIAN_RSE = 0.5 / (math.exp(-CHI2_1_MEDIAN / 2) / math.sqrt(2 * math.pi * CHI2_1_MEDIAN))
-_MEDIAN_RSE /= CHI2_1_MEDIAN
+QUANTILE = 0.25
+"""The quartile of the neighbours' normalised squared differences is read, not their mean
+or median: a pair that straddles a change of the load (a ramp, a spike, on-off bursts of
+10-60 s) reads high whatever the arrivals' dispersion, and on-off traffic makes up to a
+third or more of the pairs such. Its price: more sampling noise (subtracted below)."""
+# That quantile of a chi-square with one degree of freedom: the square of the standard
+# normal's (1 + q) / 2 quantile. (X1 - X2)^2 over two independent normal counts is this x
+# the variance of their difference (X1 + X2 for Poisson) at the same quantile.
+CHI2_1_QUANTILE = NormalDist().inv_cdf((1 + QUANTILE) / 2) ** 2
+# ...and the sample quantile's relative standard error x sqrt(n): sqrt(q(1-q)) / (f(m) x m),
+# f the chi-square(1) density at that quantile m.
+_M = CHI2_1_QUANTILE
+_QUANTILE_RSE = math.sqrt(QUANTILE * (1 - QUANTILE)) * math.sqrt(2 * math.pi * _M)
+_QUANTILE_RSE /= math.exp(-_M / 2) * _M
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (Prometheus' quantile_over_time)."""
+    rank = q * (len(sorted_values) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (rank - low)
 
 
 def index_of_dispersion(counts: Sequence[float]) -> float | None:
     """Variance / mean of arrival counts in equal consecutive bins: 1 for Poisson, CV^2 for
     a renewal process with gaps of that CV. From the differences of neighbours, each over
     its own pair's count (Allan variance, locally normalised), so a load that drifts over
-    the window is not burstiness; and their median, so one step of the load (a spike) is
-    not either. None: too few bins with arrivals."""
+    the window is not burstiness; and a quantile of them, so steps of the load (a spike,
+    on-off bursts) are not either. None: too few bins with arrivals."""
     ratios = sorted((b - a) ** 2 / (a + b) for a, b in itertools.pairwise(counts) if a + b > 0)
     if len(ratios) < MIN_BINS - 1:
         return None
-    mid = len(ratios) // 2
-    median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
-    return median / CHI2_1_MEDIAN
+    return _quantile(ratios, QUANTILE) / CHI2_1_QUANTILE
 
 
 def excess_dispersion(idc: float | None, bins: int = BINS) -> float:
     """IDC beyond Poisson's, less its own sampling noise: a Poisson window of n bins reads
-    1 +- _MEDIAN_RSE / sqrt(n - 1) (one standard error), which must not buy replicas."""
+    1 +- _QUANTILE_RSE / sqrt(n - 1) (one standard error), which must not buy replicas."""
     if idc is None or bins < MIN_BINS:
         return 0.0
-    return max(0.0, idc - 1.0 - _MEDIAN_RSE / math.sqrt(bins - 1))
+    return max(0.0, idc - 1.0 - _QUANTILE_RSE / math.sqrt(bins - 1))
 
 
 def beta(attainment: float) -> float:
@@ -76,8 +89,11 @@ def beta(attainment: float) -> float:
 def effective_load(
     load: float, excess_idc: float, residence_s: float | None, attainment: float
 ) -> float:
-    """The load (req/s) plus the headroom its bursts need: L + beta * sqrt(L x IDC' / T).
+    """The load (req/s) plus the headroom its bursts need: L + beta * sqrt(L x IDC' / T),
+    at most 2 L. Beyond that the arrivals are not fluctuations around a rate but an on-off
+    load (autoscale/bursts.py's floor), and learning would charge a phantom load to the
+    replicas (seen on the generated on-off trace: 35 req/s per replica learnt for 9).
     No residence time (no request in flight reported) or no excess dispersion: L."""
     if load <= 0 or excess_idc <= 0 or residence_s is None or residence_s <= 0:
         return max(load, 0.0)
-    return load + beta(attainment) * math.sqrt(load * excess_idc / residence_s)
+    return load + min(load, beta(attainment) * math.sqrt(load * excess_idc / residence_s))

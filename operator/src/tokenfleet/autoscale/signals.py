@@ -192,7 +192,7 @@ def arrival_dispersion_query(names: MetricNames, sel: str) -> str:
     before = f"sum(clamp_min({count} offset {width} - {count} offset {earlier}, 0))"
     ratio = f"(({now} - {before}) ^ 2 / ({now} + {before} > 0))[{window}:{width}]"
     return (
-        f"(quantile_over_time(0.5, {ratio}) / {dispersion.CHI2_1_MEDIAN:g})"
+        f"(quantile_over_time({dispersion.QUANTILE:g}, {ratio}) / {dispersion.CHI2_1_QUANTILE:.9g})"
         f" and on () (count_over_time({ratio}) >= {dispersion.MIN_BINS - 1})"
     )
 
