@@ -72,7 +72,7 @@ def test_too_few_bins_or_no_arrivals_say_nothing() -> None:
 
 
 def test_poisson_windows_buy_a_small_fraction_of_what_bursty_ones_do() -> None:
-    """A 20-bin window reads its IDC with a quartile's noise; one standard error of it is
+    """A 20-bin window reads its IDC with a quartile's noise; two standard errors of it are
     subtracted. Poisson windows still read a little excess now and then (the quartile's
     estimate is skewed): on average under a tenth of what gamma CV-2 windows read, which
     find most of their true excess (3)."""

@@ -33,6 +33,9 @@ WINDOW_SECONDS = 600.0
 """...over 10 minutes (20 bins), the window the request mix is read over too: burstiness is
 a property of the traffic that changes slowly."""
 BINS = int(WINDOW_SECONDS // BIN_SECONDS)
+NOISE_Z = 2.0
+"""Only dispersion beyond this many standard errors of its estimate counts: the policy's
+convention for counting noise (PolicyParams.trend_noise_z, a lower confidence bound)."""
 
 
 QUANTILE = 0.25
@@ -73,10 +76,11 @@ def index_of_dispersion(counts: Sequence[float]) -> float | None:
 
 def excess_dispersion(idc: float | None, bins: int = BINS) -> float:
     """IDC beyond Poisson's, less its own sampling noise: a Poisson window of n bins reads
-    1 +- _QUANTILE_RSE / sqrt(n - 1) (one standard error), which must not buy replicas."""
+    1 +- _QUANTILE_RSE / sqrt(n - 1) (one standard error); within NOISE_Z of those it must
+    not buy replicas."""
     if idc is None or bins < MIN_BINS:
         return 0.0
-    return max(0.0, idc - 1.0 - _QUANTILE_RSE / math.sqrt(bins - 1))
+    return max(0.0, idc - 1.0 - NOISE_Z * _QUANTILE_RSE / math.sqrt(bins - 1))
 
 
 def beta(attainment: float) -> float:
