@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, replace
 
 from tokenfleet.api.spec import LLMServiceSpec
-from tokenfleet.autoscale import bursts, zero
+from tokenfleet.autoscale import bursts, dispersion, zero
 from tokenfleet.autoscale.attainability import Ceiling
 from tokenfleet.autoscale.fixable import fixable_view
 from tokenfleet.autoscale.types import (
@@ -206,10 +206,13 @@ def _decide(
     a = _assess(spec, signals, current, params, unattainable)
     rate = signals.request_rate or 0.0
     demand, history = _demand(signals, history, now, params)
-    capacity = _learn(spec, current, signals, history, a, demand, now, params)
+    headroom = _Headroom.of(spec, signals)
+    capacity = _learn(spec, current, signals, history, a, demand, now, params, headroom)
     history = replace(_note_ready(history, current, now), capacity=capacity)
     details: dict[str, float] = {"capacity": round(capacity.effective, 4)}
     details["demand"] = round(demand, 4)
+    if headroom.excess_idc > 0:
+        details["excessDispersion"] = round(headroom.excess_idc, 4)
     load = demand
     slope, history = _trend(rate, history, now, params)
     if slope > 0:
@@ -217,9 +220,13 @@ def _decide(
         # (Dynamo's planner forecasts the next interval; a linear trend is its simplest).
         demand += slope * params.forecast_seconds
         details["forecast"] = round(demand, 4)
-    # Feed-forward: what the load needs at the target utilisation (Dynamo planner).
+    # Feed-forward: what the load needs at the target utilisation (Dynamo planner), its
+    # bursts' headroom included (square-root staffing, autoscale/dispersion.py).
+    sized = headroom.load(demand)
+    if sized > demand:
+        details["burstLoad"] = round(sized, 4)
     per_replica = capacity.effective * scaling.target_utilization
-    feedforward = math.ceil(demand / per_replica - 1e-9) if per_replica > 0 else 0
+    feedforward = math.ceil(sized / per_replica - 1e-9) if per_replica > 0 else 0
     details["feedforward"] = feedforward
     raw, driver = feedforward, "feedforward" if scaling.metric == "ttft" else "goodput"
     if capacity.predicted <= 0:  # no capacity estimate: only the SLO signals move replicas
@@ -508,6 +515,32 @@ def _breach_recommendations(
 
 
 # -- capacity that learns --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Headroom:
+    """The load a fleet must be sized for, its bursts' headroom included (dispersion.py)."""
+
+    excess_idc: float
+    residence_s: float | None
+    attainment: float
+
+    @staticmethod
+    def of(spec: LLMServiceSpec, s: Signals) -> _Headroom:
+        # Little's law: requests running / requests finishing per second = the seconds a
+        # request holds a slot (waiting excluded: a queue is what the headroom prevents).
+        rate, running = s.request_rate, s.running_per_replica
+        residence = None
+        if rate and rate > 0 and running is not None and s.reporting_replicas > 0:
+            residence = running * s.reporting_replicas / rate
+        excess = dispersion.excess_dispersion(s.arrival_dispersion)
+        return _Headroom(excess, residence, spec.slo.attainment)
+
+    def load(self, load: float) -> float:
+        return dispersion.effective_load(load, self.excess_idc, self.residence_s, self.attainment)
+
+
+NO_HEADROOM = _Headroom(0.0, None, 0.5)
+
+
 def _learn(
     spec: LLMServiceSpec,
     current: FleetState,
@@ -517,9 +550,11 @@ def _learn(
     demand: float,
     now: float,
     params: PolicyParams,
+    headroom: _Headroom = NO_HEADROOM,
 ) -> CapacityEstimate:
     """Correct the per-replica capacity from the load per ready replica at which the SLO held
-    or broke. Bounded per decision and to [0.25, 4] x predicted."""
+    or broke. Bounded per decision and to [0.25, 4] x predicted. Loads count their bursts'
+    headroom (`headroom`): the capacity learnt is net of it, so it holds at any fleet size."""
     cap = history.capacity
     if cap is None or cap.predicted <= 0:
         return cap or CapacityEstimate(predicted=0.0)
@@ -544,18 +579,18 @@ def _learn(
         # that says nothing about capacity. Otherwise capacity <= the load that broke it
         # (arrivals, which a saturated fleet's finish rate understates).
         recovering = demand < rate * params.learn_recovering_ratio
-        r = max(demand, rate) / fewest
+        r = headroom.load(max(demand, rate)) / fewest
         if not recovering and r * params.learn_break_margin < eff:
             target = r * params.learn_break_margin
     elif a.attainment is not None and a.attainment < spec.slo.attainment - a.noise:
         # Burning the error budget without a clear breach, below the believed capacity:
         # nudge down; the misses may be load-independent (a long prompt), so no jump to r.
-        if rate / most < eff:
+        if headroom.load(rate) / most < eff:
             missed = max(0.0, 1 - a.attainment - a.noise)
             budgets = missed / max(1 - spec.slo.attainment, 1e-6)
             target = eff * (1 - params.learn_nudge_down * budgets)
     else:
-        r = min(demand, rate) / most
+        r = headroom.load(min(demand, rate)) / most
         met = a.attainment is None or a.attainment >= spec.slo.attainment
         if r > eff and met:  # held above what we believed: capacity >= r
             # Only a met SLO proves r: a window inside the noise band under the target (a

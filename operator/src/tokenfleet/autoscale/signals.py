@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tokenfleet.autoscale import dispersion
 from tokenfleet.autoscale.attainability import LengthHistogram
 from tokenfleet.autoscale.prometheus import PrometheusClient, Sample
 from tokenfleet.autoscale.types import Signals
@@ -174,6 +175,26 @@ def prefix_hit_rate_query(names: MetricNames, sel: str, window_s: float) -> str 
 def request_rate_query(names: MetricNames, sel: str, window_s: float) -> str:
     """Finished requests per second over the window, whole LLMService (any finish reason)."""
     return f"sum(rate({names.request_success}{sel}[{_window(window_s)}]))"
+
+
+def arrival_dispersion_query(names: MetricNames, sel: str) -> str:
+    """dispersion.index_of_dispersion over Prometheus' counts, as fleetsim.metrics'
+    arrival_dispersion: first tokens (the TTFT histogram's count) per BIN_SECONDS,
+    neighbours' squared difference over their sum, its median over WINDOW_SECONDS / the
+    chi-square(1) median; nothing while fewer than MIN_BINS - 1 differences exist."""
+    width, window = _window(dispersion.BIN_SECONDS), _window(dispersion.WINDOW_SECONDS)
+    # Plain differences, not increase(): increase() extrapolates a window holding two
+    # scrapes to its full width, which scales a count, and the IDC of k x N is k x its own.
+    # Per pod (a pod that came or went in the bin drops out), resets clamped to 0.
+    count = f"{names.ttft}_count{sel}"
+    now = f"sum(clamp_min({count} - {count} offset {width}, 0))"
+    earlier = _window(2 * dispersion.BIN_SECONDS)
+    before = f"sum(clamp_min({count} offset {width} - {count} offset {earlier}, 0))"
+    ratio = f"(({now} - {before}) ^ 2 / ({now} + {before} > 0))[{window}:{width}]"
+    return (
+        f"(quantile_over_time({dispersion.QUANTILE:g}, {ratio}) / {dispersion.CHI2_1_QUANTILE:.9g})"
+        f" and on () (count_over_time({ratio}) >= {dispersion.MIN_BINS - 1})"
+    )
 
 
 def per_replica_query(metric_names: Sequence[str], sel: str) -> str:
@@ -349,6 +370,7 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         "kv": per_replica_query(names.kv_usage, sel),
         "picker_queued": picker_queue_query(sel),
         "wait_q": queue_wait_quantile_query(names, sel, query.quantile, w),
+        "dispersion": arrival_dispersion_query(names, sel),
     }
     prefix = prefix_hit_rate_query(names, sel, w)
     if prefix is not None:
@@ -392,6 +414,7 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
             finite(got["wait_q"]), les.get(names.queue_time, ())
         ),
         prefix_cache_hit_rate=clamp01(finite(got["prefix"])) if "prefix" in got else None,
+        arrival_dispersion=finite(got["dispersion"]),
     )
     prompts = length_histogram(got["prompts"]) if "prompts" in got else None
     output = finite(got["output"]) if "output" in got else None

@@ -65,6 +65,9 @@ class Signals:
     prefix_cache_hit_rate: float | None = None
     """Share of prompt tokens the engines served from their prefix cache over the window
     (signals.prefix_hit_rate_query); None: no prompt, or the engine exports none."""
+    arrival_dispersion: float | None = None
+    """Index of dispersion (variance / mean, autoscale/dispersion.py) of first-token counts
+    per dispersion.BIN_SECONDS over dispersion.WINDOW_SECONDS; None: too few arrivals."""
 
 
 @dataclass(frozen=True)

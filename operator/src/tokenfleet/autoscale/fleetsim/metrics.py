@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from tokenfleet.autoscale import dispersion
 from tokenfleet.autoscale.types import Signals
 from tokenfleet.engines import vllm
 
@@ -73,6 +74,8 @@ class Window:
     waits: list[tuple[float, float]] = field(default_factory=list)
     prompts: list[tuple[float, int]] = field(default_factory=list)
     outputs: list[tuple[float, int]] = field(default_factory=list)  # finishes, as prompts
+    # First-token times of the last dispersion.WINDOW_SECONDS (the TTFT histogram's count).
+    arrivals: list[float] = field(default_factory=list)
 
     def prune(self, now: float) -> None:
         start = now - RATE_WINDOW_S
@@ -84,6 +87,23 @@ class Window:
             self.prompts = [e for e in self.prompts if e[0] > mix_start]
         if self.outputs and self.outputs[0][0] <= mix_start:
             self.outputs = [e for e in self.outputs if e[0] > mix_start]
+        idc_start = now - dispersion.WINDOW_SECONDS
+        if self.arrivals and self.arrivals[0] <= idc_start:
+            self.arrivals = [t for t in self.arrivals if t > idc_start]
+
+
+def arrival_dispersion(arrivals: list[float], now: float) -> float | None:
+    """What signals.arrival_dispersion_query asks Prometheus: the index of dispersion of
+    the counts per dispersion.BIN_SECONDS over the window (None: the window is not full)."""
+    width = dispersion.BIN_SECONDS
+    if not arrivals or arrivals[0] > now - dispersion.WINDOW_SECONDS + width:
+        return None
+    counts = [0.0] * dispersion.BINS
+    for t in arrivals:
+        k = int((now - t) // width)
+        if 0 <= k < dispersion.BINS:
+            counts[k] += 1
+    return dispersion.index_of_dispersion(counts)
 
 
 def signals(
@@ -119,4 +139,5 @@ def signals(
         kv_usage=sum(kv_usage) / n if kv_usage else None,
         newest_sample_age_seconds=SCRAPE_INTERVAL_S / 2,  # on average half a scrape old
         queue_wait_quantile_seconds=resolved_quantile(quantile, waits, QUEUE_BUCKETS),
+        arrival_dispersion=arrival_dispersion(window.arrivals, now),
     )

@@ -442,6 +442,7 @@ def run_policy(setup: Setup, autoscaler: Autoscaler, routing: str | None = None)
         fleet.advance(now)
         first, done = fleet.events()
         window.first_tokens += [(r.first_token_at or now, r.ttft) for r in first]
+        window.arrivals += sorted(r.first_token_at or now for r in first)
         window.waits += [(r.first_token_at or now, r.queue_wait) for r in first]
         window.prompts += [(r.first_token_at or now, r.prompt) for r in first]
         window.finishes += [(r.finished_at or now, r.tpot) for r in done]
