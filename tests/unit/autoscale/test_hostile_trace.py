@@ -13,7 +13,7 @@ import pytest
 from tokenfleet.autoscale.attainability import idle_ttft
 from tokenfleet.autoscale.fleetsim import run as fleetsim_run
 from tokenfleet.autoscale.fleetsim.policies import Static, Tokenfleet
-from tokenfleet.autoscale.fleetsim.run import RunResult, SimOptions, prepare, run_policy
+from tokenfleet.autoscale.fleetsim.run import RunResult, Setup, SimOptions, prepare, run_policy
 from tokenfleet.autoscale.fleetsim.traces import Trace, TraceRequest
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model
 
@@ -41,6 +41,15 @@ def _trace(with_long: bool) -> Trace:
     return Trace("hostile" if with_long else "benign", tuple(requests), DURATION)
 
 
+def _cheapest_fixed_fleet(prepared: Setup, attainment: float, limit: int) -> RunResult:
+    """The smallest fixed fleet (below `limit` replicas) that reaches `attainment`."""
+    return next(
+        run
+        for run in (run_policy(prepared, Static(n)) for n in range(1, limit))
+        if run.attainment >= attainment
+    )
+
+
 def _settled_mean(result: RunResult) -> float:
     settled = [p.desired for p in result.timeline if p.at >= 300.0]
     return sum(settled) / len(settled)
@@ -65,11 +74,7 @@ def test_unattainable_prompts_do_not_scale_the_fleet(monkeypatch: pytest.MonkeyP
     result = run_policy(hostile, ours)
     with_ceiling = _settled_mean(result)
     assert with_ceiling <= 1.5 * need, (with_ceiling, need)
-    cheapest = next(
-        run
-        for run in (run_policy(hostile, Static(n)) for n in range(1, 4 * need))
-        if run.attainment >= result.attainment
-    )
+    cheapest = _cheapest_fixed_fleet(hostile, result.attainment, 4 * need)
     assert result.gpu_hours <= cheapest.gpu_hours, (result.gpu_hours, cheapest.gpu_hours)
     last = ours.ceilings[-1]
     assert last is not None and last.limited
@@ -119,11 +124,7 @@ def test_capped_long_prefills_cut_the_collateral_misses() -> None:
     assert result.attainment > before.attainment + 0.02
     assert result.gpu_hours <= before.gpu_hours
     assert _settled_mean(result) <= 1.5 * need, (_settled_mean(result), need)
-    cheapest = next(
-        run
-        for run in (run_policy(hostile, Static(n)) for n in range(1, 4 * need))
-        if run.attainment >= result.attainment
-    )
+    cheapest = _cheapest_fixed_fleet(hostile, result.attainment, 4 * need)
     assert result.gpu_hours <= cheapest.gpu_hours, (result.gpu_hours, cheapest.gpu_hours)
     last = ours.ceilings[-1]
     assert last is not None and last.limited
