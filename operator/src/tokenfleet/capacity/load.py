@@ -27,7 +27,6 @@ from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.types import Prediction
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
-from tokenfleet.scheduling.steady import closed_loop_rate
 from tokenfleet.scheduling.virtual import LoadStats, closed_loop, open_loop
 
 # Running requests simulated individually (a run costs about linearly in it with the lazy
@@ -180,31 +179,6 @@ def closed(
         request_overhead=_overhead(replica, input_tokens, overhead_s),
     )
     return unscale(stats, w)
-
-
-@lru_cache(maxsize=512)
-def saturation(
-    timer: StepModel, replica: Replica, slots: int, input_tokens: int, output_tokens: int
-) -> float:
-    """Requests/s of a closed loop with every one of `slots` slots busy: closed()'s
-    requests_per_second, solved as the loop's steady state (scheduling/steady.py) on the
-    same lockstep run closed() would simulate. The steady state leaves out preemption and
-    the long-prefill cap: where the run caps prompt pieces, or could preempt, the loop is
-    simulated. It could preempt when its clients' requests do not all fit its KV cache: at
-    full length on SGLang, whose prefill batches start requests together (so they can all
-    be at full length at once), at half their output on vLLM, whose mixed steps spread the
-    requests over their output (the KV in use averages that)."""
-    c = max(1, min(slots, replica.max_num_seqs * 64))
-    scaled, config, w = lockstep(replica, timer, c, input_tokens + output_tokens)
-    clients = max(1, round(c / w))
-    size = config.block_size
-    tokens = input_tokens + (output_tokens // 2 if config.mixed_prefill else output_tokens)
-    held = -(-tokens // size) * size
-    if clients * held > config.kv_cache_tokens or config.long_prefill_token_threshold > 0:
-        return closed(timer, replica, slots, input_tokens, output_tokens).requests_per_second
-    overhead = _overhead(replica, input_tokens, None)
-    rate = closed_loop_rate(config, scaled, clients, input_tokens, output_tokens, overhead)
-    return rate * w
 
 
 def _overhead(replica: Replica, input_tokens: int, given: float | None) -> float:
@@ -385,22 +359,22 @@ def search_start(
     tpot_slo_s: float,
 ) -> SearchStart:
     at = closed(timer, replica, concurrency, input_tokens, output_tokens)
-    busy = (
-        at.requests_per_second
+    full = (
+        at
         if slots <= concurrency
-        else saturation(timer, replica, max(slots, 1), input_tokens, output_tokens)
+        else closed(timer, replica, max(slots, 1), input_tokens, output_tokens)
     )
-    top = max(busy, at.requests_per_second)
+    saturation = max(full.requests_per_second, at.requests_per_second)
     one = at if concurrency == 1 else closed(timer, replica, 1, input_tokens, output_tokens)
     meets = at.ttft_p95 <= ttft_slo_s and at.tpot_p95 <= tpot_slo_s
     guess = at.requests_per_second * (0.9 if meets else 0.5)
     probe = None
-    if meets and GUESS_OF_SATURATION * top > guess:
+    if meets and GUESS_OF_SATURATION * saturation > guess:
         # Meeting the SLO at the target concurrency, the capacity is usually near the
         # saturation throughput: look just below it, then at it, rather than climbing from
         # the target's rate (each passing run on the way is a full one).
-        guess, probe = GUESS_OF_SATURATION * top, top
-    return SearchStart(at, one, top, guess, probe)
+        guess, probe = GUESS_OF_SATURATION * saturation, saturation
+    return SearchStart(at, one, saturation, guess, probe)
 
 
 def first_probe_passes(
@@ -482,5 +456,5 @@ def predict_under_load(
 
 def clear_caches() -> None:
     """Forget every cached run (benchmarks of a cold plan(), tests)."""
-    for cached in (closed, open_, goodput_capacity, saturation):
+    for cached in (closed, open_, goodput_capacity):
         cached.cache_clear()

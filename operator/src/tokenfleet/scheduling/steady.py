@@ -23,9 +23,11 @@ not the step time of a mean composition (a step is memory-bound until its tokens
 compute-bound). The right-hand side falls as X rises, so the fixed point is unique; it is
 found by regula falsi.
 
-What it leaves out: preemption (plan() sizes the every-slot-busy run to fit the KV cache),
-long_prefill_token_threshold, and the phase pattern a deterministic loop settles into.
-tests/unit/scheduling/test_steady.py compares it with closed_loop.
+What it leaves out: preemption, long_prefill_token_threshold, and the phase pattern a
+deterministic loop settles into. tests/unit/scheduling/test_steady.py compares it with
+closed_loop; tests/bench/saturation_gate.py measures it on plan()'s every-slot-busy runs,
+and the sensitivity of plan()'s choices to the saturation value, which keeps plan() on the
+simulated run (docs/benchmarks.md).
 """
 
 from __future__ import annotations
