@@ -24,10 +24,9 @@ compute-bound). The right-hand side falls as X rises, so the fixed point is uniq
 found by regula falsi.
 
 What it leaves out: preemption, long_prefill_token_threshold, and the phase pattern a
-deterministic loop settles into. tests/unit/scheduling/test_steady.py compares it with
-closed_loop; tests/bench/saturation_gate.py measures it on plan()'s every-slot-busy runs,
-and the sensitivity of plan()'s choices to the saturation value, which keeps plan() on the
-simulated run (docs/benchmarks.md).
+deterministic loop settles into. Its unit tests compare it with closed_loop; the planning
+benchmarks measure it on plan()'s every-slot-busy runs, and the sensitivity of plan()'s
+choices to the saturation value, which keeps plan() on the simulated run.
 """
 
 from __future__ import annotations
