@@ -73,10 +73,10 @@ def test_pruning_skips_goodput_runs() -> None:
 
 
 def test_layouts_whose_first_goodput_run_passes_are_planned_first() -> None:
-    """gpt-oss-120b on H100: TP 4's first goodput run fails, TP 8's passes. Planned after
-    TP 8, TP 4 is searched only down to the floor TP 8's cost sets; ordered by saturation
-    cost alone, it came second and was searched in full. Same choice either way."""
-    req = PlanRequest(arch=load_model("openai/gpt-oss-120b"), gpu=get_gpu("h100-sxm"))
+    """gpt-oss-120b on A100-80GB: TP 2's first goodput run fails, TP 4's passes. Planned
+    after TP 4, TP 2 is searched only down to the floor TP 4's cost sets; ordered by
+    saturation cost alone, it came first and was searched in full. Same choice either way."""
+    req = PlanRequest(arch=load_model("openai/gpt-oss-120b"), gpu=get_gpu("a100-80gb"))
 
     def by_saturation_only(sub: PlanRequest) -> tuple[bool, float]:
         return False, planner._saturation_cost(sub)[1]

@@ -43,8 +43,11 @@ EXTRA_HALVINGS = 4  # then, if no rate passed yet, up to 4 more halvings (1/16 .
 # target concurrency meets the SLO: the capacity found was 0.82-1.0 of it on the bench's
 # models (8B on H100, gpt-oss-120b, DeepSeek-V3; the bench test test_plan_latency.py).
 GUESS_OF_SATURATION = 0.8
-# The top of the goodput search: the closed-loop estimate runs in lockstep groups, leave room.
-CEILING_OF_SATURATION = 1.5
+# The top of the goodput search, a rate it never runs: the saturation throughput itself.
+# Past it an open loop keeps the scheduler as full as the closed loop with every slot busy
+# and a queue grows, whatever a finite run shows: a run of OPEN_MEASURED requests shorter
+# than one latency under load is all fill-up, no request finishing before the last arrival.
+CEILING_OF_SATURATION = 1.0
 
 
 @dataclass(frozen=True)
@@ -282,8 +285,8 @@ def goodput_capacity(
     if ok(stats):
         up = guess * 1.6 if probe_rps is None or probe_rps <= guess else probe_rps
         lo, best, found, hi = guess, stats, True, min(ceiling_rps, up)
-        probe = run(hi)
-        if ok(probe):  # the guess was far too low: search the rest of the range
+        probe = run(hi) if hi < ceiling_rps else None
+        if hi < ceiling_rps and ok(probe):  # the guess was far too low: search the rest
             lo, best, hi = hi, probe, ceiling_rps
     else:
         hi = guess

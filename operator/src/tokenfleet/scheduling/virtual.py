@@ -48,7 +48,7 @@ class LoadStats:
     output_tokens_per_second: float
     total_tokens_per_second: float
     attainment: float  # share of measured requests meeting both SLOs (1.0 without SLOs)
-    saturated: bool  # open loop: the queue still grew at the end (the rate is not sustained)
+    saturated: bool  # open loop: the admission queue piled up (the rate is not sustained)
     preemptions: int
     ttft_mean: float = 0.0  # what benchmark clients report as "mean TTFT"
 
@@ -305,23 +305,36 @@ def mean_of_rounds(first: float, later: float, rounds: int) -> float:
     return (first + (rounds - 1) * later) / rounds
 
 
-def _piled_up(arrivals: list[SimRequest], warm: int) -> bool:
-    """Sustained: requests do not pile up. Past the saturation rate the running batch hits
-    its limit (max-num-seqs or the KV cache) and a queue builds at (rate - capacity) x time;
-    below it, requests in the system only fluctuate (Poisson: about sqrt of their mean).
-    Looks only at instants up to the last arrival."""
-    last_arrival = arrivals[-1].arrival
+def _waits(requests: Sequence[SimRequest]) -> list[float]:
+    """Admission waits (first scheduled minus arrival); every request must be scheduled."""
+    return [cast(float, r.scheduled_at) - r.arrival for r in requests]
 
-    def in_system(t: float) -> int:
-        return sum(1 for r in arrivals if r.arrival <= t and (r.finished_at or math.inf) > t)
 
-    def queued(t: float) -> int:
-        return sum(1 for r in arrivals if r.arrival <= t and (r.scheduled_at or math.inf) > t)
+# The verdict compares the first and the last 1/PILE_UP_PARTS of the measured requests.
+PILE_UP_PARTS = 4
 
-    counted = len(arrivals) - warm
-    start = in_system(arrivals[warm + counted // 2].arrival)
-    growth = in_system(last_arrival) - start
-    return queued(last_arrival) > max(4, 0.1 * counted) or growth > 4 + 3 * math.sqrt(max(start, 1))
+
+def _piled_up(measured: Sequence[SimRequest]) -> bool:
+    """Not sustained: the admission queue never empties back to where it was. Every one of
+    the last quarter's requests waited longer to be scheduled than any of the first
+    quarter's. An engine that keeps up empties its queue again and again (its waits rise
+    while a burst or a batch of prompts is taken in, and fall back); past what it sustains
+    (slots, KV cache or token budget full) a queue builds at (rate - admissions) x time
+    and the waits' floor rises with it. For waits that only fluctuate, every one of n
+    ordered after every one of another n has odds 1 in C(2n, n) (n = 16: 1 in 6e8); the
+    waits of neighbours are correlated (a burst lifts several), but a burst that covers a
+    whole quarter and outlasts the first one's is a queue that did not empty.
+
+    The number of requests in the system is no verdict: it also grows while a sustained
+    run fills up (a run shorter than one latency under load is all fill-up, no request
+    finishing before the last arrival), and lockstep batch completions make it jump far
+    more than Poisson noise. Nor is a least-squares slope of the waits: the rise and fall
+    of one burst at the end of the window makes it "significant" against the standard
+    error of independent waits."""
+    n = len(measured) // PILE_UP_PARTS
+    if n < 1:
+        return False
+    return min(_waits(measured[-n:])) > max(_waits(measured[:n]))
 
 
 def open_loop(
@@ -341,17 +354,19 @@ def open_loop(
 ) -> LoadStats:
     """Poisson arrivals at `rate` req/s. The first `warmup` requests (default 20%) fill the
     replica and are not counted: give at least the expected number in flight (rate x
-    latency). `saturated` when the rate outruns the replica: requests in the system pile up
-    over the measured window. With an `slo` and `give_up_below`, the run stops as soon as
-    so many measured requests missed the SLO that the attainment cannot reach it (the
-    returned attainment is then an upper bound below the target). `early_give_up` counts a
-    request as missing as soon as its TTFT is known to be over the SLO (its first token
-    late, or not yet come that late), not when it finishes: a run that gives up then
-    stops sooner with other statistics (for a caller that only asks whether it passed); a
-    run that does not give up is the same (every request so counted misses at its finish).
-    It also stops, saturated, once the clock is past the last arrival with a queue already
-    piled up (the verdict looks only at instants up to the last arrival), skipping the
-    drain."""
+    latency). `saturated` when the rate outruns the replica: its admission queue piles up
+    over the measured window (_piled_up). A run shorter than one latency under load cannot
+    show every overload: while the batch still grows, nothing queues (the caller bounds the
+    rate by the closed loop with every slot busy: capacity/load.py). With an `slo` and
+    `give_up_below`, the run stops as soon as so many measured requests missed the SLO that
+    the attainment cannot reach it (the returned attainment is then an upper bound below the
+    target). `early_give_up` counts a request as missing as soon as its TTFT is known to be
+    over the SLO (its first token late, or not yet come that late), not when it finishes: a
+    run that gives up then stops sooner with other statistics (for a caller that only asks
+    whether it passed); a run that does not give up is the same (every request so counted
+    misses at its finish). It also stops, saturated, once every measured request is
+    scheduled with a queue that piled up (the verdict looks only at their admission waits),
+    skipping the drain."""
     run = _Run(config, timer, slo, request_overhead, exact)
     rng = random.Random(seed)
     at = 0.0
@@ -371,6 +386,7 @@ def open_loop(
     ttft_slo = slo[0] if slo is not None else math.inf
     last_arrival = arrivals[-1].arrival
     judged = False  # the early saturation verdict (decider only) was taken
+    admitted = warm  # measured requests before it are all scheduled
     steps = 0
     while (run.pending or not run.scheduler.idle) and steps < max_steps:
         steps += 1
@@ -396,21 +412,23 @@ def open_loop(
             done = [r for r in arrivals[warm:] if r.finished]
             stats = run.stats(done, max(run.now - arrivals[warm].arrival, 1e-9), False)
             return replace(stats, attainment=1 - bad / counted)
-        if early_give_up and not judged and not run.pending and run.now > last_arrival:
-            # Every arrival is in and the clock is past the last one: who was in the system
-            # or queued at the instants the verdict looks at is settled (a request not yet
-            # scheduled or finished will be, after now). A queue that already piled up fails
-            # the run whatever the drain does; a decider needs no more.
-            judged = True
-            if _piled_up(arrivals, warm):
-                done = [r for r in arrivals[warm:] if r.finished]
-                return run.stats(done, max(run.now - arrivals[warm].arrival, 1e-9), True)
+        if early_give_up and not judged and not run.pending:
+            # Once every measured request is scheduled, the verdict (their admission waits)
+            # is settled; a run whose queue piled up fails whatever the drain does, and a
+            # decider needs no more. Admission is about in arrival order: walk a pointer.
+            while admitted < requests and arrivals[admitted].scheduled_at is not None:
+                admitted += 1
+            if admitted == requests:
+                judged = True
+                if _piled_up(arrivals[warm:]):
+                    done = [r for r in arrivals[warm:] if r.finished]
+                    return run.stats(done, max(run.now - arrivals[warm].arrival, 1e-9), True)
     measured = [r for r in arrivals[warm:] if r.finished]
     if not measured:
         return run.stats([], 0.0, saturated=True)
     first = arrivals[warm].arrival
     window = last_arrival - first
-    saturated = len(measured) < len(arrivals) - warm or _piled_up(arrivals, warm)
+    saturated = len(measured) < len(arrivals) - warm or _piled_up(arrivals[warm:])
     stats = run.stats(measured, window if window > 0 else 1.0, saturated)
     if not saturated:
         # A sustained open loop serves what is offered; the sample's own count over the
