@@ -1,6 +1,6 @@
 """The MoE expert-kernel constants (kernels.MOE_KERNELS) against measured H100 kernel latencies.
 
-The rows (tests/data/moe-kernels-h100.csv holds a copy) time one MoE layer's fused expert
+The rows (moe-kernels-h100.csv: AIConfigurator's H100 moe_perf tables) time one MoE layer's
 kernels on one H100 at a token count, expert shape, weight format and TP size. The step
 model's time for the same layer is its MoE term alone: `expert_layer_model` builds a
 StepModel of one MoE layer and nothing else (no dense weights, attention, LM head, comm or

@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         "--moe-kernels",
         metavar="FILE.csv",
         help="score the step model's MoE expert term against measured H100 fused-MoE kernel "
-        "latencies (tests/data/moe-kernels-h100.csv's columns), per format, split and engine",
+        "latencies (moe-kernels-h100.csv's columns), per format, split and engine",
     )
     p.add_argument(
         "--fit",
