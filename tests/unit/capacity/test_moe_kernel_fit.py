@@ -120,3 +120,29 @@ def test_an_unknown_weight_format_is_one_clear_error() -> None:
         parse_rows(head + "vllm,0.24.0,nvfp4,7168,2048,8,256,8,64,0.1\n")
     with pytest.raises(PlanError, match="row 2"):
         parse_rows(head + "vllm,0.24.0,bfloat16,7168,x,8,256,8,64,0.1\n")
+    with pytest.raises(PlanError, match="latency_ms > 0"):
+        parse_rows(head + "vllm,0.24.0,bfloat16,7168,2048,8,256,8,64,0\n")
+    with pytest.raises(PlanError, match="topk <= experts"):
+        parse_rows(head + "vllm,0.24.0,bfloat16,7168,2048,8,4,8,64,0.1\n")
+
+
+def test_cli_scores_a_kernel_file_and_refuses_a_bad_one(tmp_path: Path, capsys) -> None:
+    from tokenfleet.cli import main
+
+    head = "engine,version,moe_dtype,hidden,inter,topk,experts,tp,tokens,latency_ms\n"
+    f = tmp_path / "kernels.csv"
+    f.write_text(
+        head
+        + "sglang,0.5.9,fp8_block,4096,1536,8,128,2,4096,1.140\n"
+        + "vllm,0.14.0,fp8_block,4096,1536,8,128,1,4096,2.0\n"
+    )
+    assert main(["calibrate", "--moe-kernels", str(f), "--fit"]) == 0
+    out = capsys.readouterr().out
+    assert "fp8   fit      n=   1" in out and "fp8   held-out n=   1" in out
+    assert "fp8   compute x" in out and "bf16  compute" not in out and "nan" not in out
+    assert main(["calibrate", "--moe-kernels", str(tmp_path / "none.csv")]) == 2
+    assert "moe-kernels" in capsys.readouterr().err
+    f.write_text(head + "sglang,0.5.9,nvfp4,4096,1536,8,128,2,4096,1.1\n")
+    assert main(["calibrate", "--moe-kernels", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "moe_dtype" in err and "Traceback" not in err

@@ -69,19 +69,17 @@ def parse_rows(text: str) -> list[KernelRow]:
                 f"row {n}: moe_dtype", dtype, "not a known expert format", f"use {sorted(FORMATS)}"
             )
         try:
-            rows.append(
-                KernelRow(
-                    engine=r["engine"],
-                    version=r["version"],
-                    fmt=FORMATS[dtype],
-                    hidden=int(r["hidden"]),
-                    inter=int(r["inter"]),
-                    topk=int(r["topk"]),
-                    experts=int(r["experts"]),
-                    tp=int(r["tp"]),
-                    tokens=int(r["tokens"]),
-                    latency_s=float(r["latency_ms"]) / 1e3,
-                )
+            row = KernelRow(
+                engine=r["engine"],
+                version=r["version"],
+                fmt=FORMATS[dtype],
+                hidden=int(r["hidden"]),
+                inter=int(r["inter"]),
+                topk=int(r["topk"]),
+                experts=int(r["experts"]),
+                tp=int(r["tp"]),
+                tokens=int(r["tokens"]),
+                latency_s=float(r["latency_ms"]) / 1e3,
             )
         except (KeyError, TypeError, ValueError) as e:
             raise PlanError(
@@ -91,6 +89,15 @@ def parse_rows(text: str) -> list[KernelRow]:
                 "columns: engine, version, moe_dtype, "
                 "hidden, inter, topk, experts, tp, tokens, latency_ms",
             ) from None
+        sizes = (row.hidden, row.inter, row.topk, row.experts, row.tp, row.tokens)
+        if min(sizes) < 1 or row.topk > row.experts or not row.latency_s > 0:
+            raise PlanError(
+                f"row {n}",
+                str(r),
+                "sizes must be >= 1, topk <= experts and latency_ms > 0",
+                "drop or fix the row",
+            )
+        rows.append(row)
     return rows
 
 
@@ -267,6 +274,9 @@ def report(gpu: GPU, rows: Sequence[KernelRow], table: dict[str, MoeKernel]) -> 
         for name, want in (("fit", False), ("held-out", True)):
             sel = [r for r, h in zip(rows, split, strict=True) if r.fmt == fmt and h == want]
             s = summarize(errors(gpu, sel, moe))
+            if not s.n:
+                lines.append(f"{fmt:5} {name:8} n=   0")
+                continue
             lines.append(
                 f"{fmt:5} {name:8} n={s.n:4}  median |err| {s.median_abs:6.1%}  "
                 f"p90 {s.p90_abs:6.1%}  bias {s.bias:+6.1%}"
@@ -276,6 +286,8 @@ def report(gpu: GPU, rows: Sequence[KernelRow], table: dict[str, MoeKernel]) -> 
             bands = []
             for lo, hi in TOKEN_BANDS:
                 sel = [r for r in held if r.engine == engine and lo <= r.tokens <= hi]
+                if not sel:
+                    continue
                 s = summarize(errors(gpu, sel, moe))
                 label = f"{lo}-{hi}" if hi < 1 << 30 else f"{lo}+"
                 bands.append(f"{label}: {s.bias:+.0%}")
@@ -284,9 +296,11 @@ def report(gpu: GPU, rows: Sequence[KernelRow], table: dict[str, MoeKernel]) -> 
 
 
 def refit(gpu: GPU, rows: Sequence[KernelRow], formats: Iterable[str]) -> dict[str, MoeKernel]:
-    """The fit of each format on the fit split."""
+    """The fit of each format on the fit split (formats with no fit rows are left out)."""
     split = held_out(rows)
-    return {
-        fmt: fit(gpu, [r for r, h in zip(rows, split, strict=True) if r.fmt == fmt and not h])
-        for fmt in formats
-    }
+    out = {}
+    for fmt in formats:
+        sel = [r for r, h in zip(rows, split, strict=True) if r.fmt == fmt and not h]
+        if sel:
+            out[fmt] = fit(gpu, sel)
+    return out

@@ -24,7 +24,7 @@ def print_moe(path: str, fit: bool = False) -> int:
     gpu = get_gpu("h100-sxm")
     if fit:
         print("fitted on the fit split (capacity/kernels.py MOE_KERNELS holds the table):")
-        fitted = refit(gpu, rows, [f for f in FITTED if any(r.fmt == f for r in rows)])
+        fitted = refit(gpu, rows, FITTED)
         for fmt, k in fitted.items():
             held = MOE_KERNELS[fmt]
             print(
