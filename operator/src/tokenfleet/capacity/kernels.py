@@ -135,9 +135,11 @@ _MOE_FIT = (
 # test_moe_kernel_fit.py. Bandwidth scales are x the dense kernel's (bf16 0.77, fp8 0.65 of
 # HBM), so the experts are read at 0.85 / 0.94 of HBM: the kernel rows route with a skewed
 # (power-law) router, which touches fewer experts than the uniform routing the step model
-# counts. mxfp4: the engines' MXFP4 expert kernels differ (on the kernel rows SGLang's Triton
-# kernel takes a median 2.3x vLLM's at 1-512 tokens, 1.8x above), and the serving rows that
-# calibrate it ran vLLM, so it keeps the values fitted on the H100 gpt-oss serving rows:
+# counts. mxfp4: one set for both engines, the values fitted on the H100 gpt-oss serving rows
+# (vLLM; within -5% to -7% of vLLM's OpenAI-triton_kernels rows up to 4K tokens). SGLang's
+# MXFP4 kernel rows time its generic Triton fused-MoE kernel (a median 2.3x vLLM's), but
+# SGLang serves gpt-oss on Hopper with triton_kernels too (moe_runner_backend auto -> triton_kernel,
+# sglang 0.5.23 arg_groups/model_overrides/gpt_oss.py), so they are not fitted to:
 # latency 30 us (grid 20-60 us, least median |TPOT error| on the fit split; at 60 us TPOT
 # was +20.7% biased), ramp at half the rows of the fp8 GEMM probe (half the bytes). int4: a
 # prior (the bf16 scales of the Qwen3-30B-A3B grouped-GEMM probe of perf-calibration.md,
