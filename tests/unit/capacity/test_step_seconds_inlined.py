@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tokenfleet.capacity import catalog_ids, get_gpu, load_model, valid_tp_sizes
-from tokenfleet.capacity.kernels import MOE_BANDWIDTH_SCALE, MOE_COMPUTE_SCALE, RAMP_ROWS
+from tokenfleet.capacity.kernels import RAMP_ROWS
 from tokenfleet.capacity.performance import StepModel, build_step_model
 from tokenfleet.capacity.quantization import weight_format
 
@@ -34,12 +34,14 @@ def plain_step_seconds(
         compute_s += m.head_flops_per_seq * sampling / (peak * sampling / (sampling + RAMP_ROWS))
     if m.moe_layers:
         touched = m._touched_experts(tokens)
-        memory_s += m.moe_layers * touched * m.expert_bytes / (bw * MOE_BANDWIDTH_SCALE)
+        memory_s += m.moe_layers * touched * m.expert_bytes / (bw * m.moe_bandwidth_scale)
         rows = tokens * m.experts_per_token / max(touched, 1.0)
+        w = m.expert_width
+        narrow = w / (w + m.expert_ramp_width) if w else 1.0
         compute_s += (
             m.expert_flops_per_token
             * tokens
-            / (peak * MOE_COMPUTE_SCALE * rows / (rows + m.expert_ramp_rows))
+            / (peak * m.moe_compute_scale * narrow * rows / (rows + m.expert_ramp_rows))
         )
     pairs = prefill_tokens * prefill_tokens / 2
     if prefill_attention_pairs is not None:

@@ -4,7 +4,7 @@ A format's cost depends on the chip: FP8 runs on FP8 tensor cores on Hopper / Ad
 but only as a weight-only (Marlin) kernel on Ampere, which dequantises to BF16 and computes
 at the BF16 peak; MXFP4 is native only on Blackwell and is dequantised elsewhere; AWQ / GPTQ
 run as Marlin kernels (4-bit weights, BF16 math). MoE expert GEMMs reach less than dense
-ones (`MOE_*`). Each entry names the source it was fitted to, or says it is a prior.
+ones (`MOE_KERNELS`). Each entry names the source it was fitted to, or says it is a prior.
 
 Efficiencies multiply the datasheet numbers of capacity/gpus.py:
 - `compute`: the largest fraction of the `peak` TFLOPS a large GEMM-heavy step reaches
@@ -103,20 +103,62 @@ KERNELS: dict[tuple[str, str], Kernel] = {
     ("cdna3", "mxfp4"): Kernel("bf16", 0.30, 0.55, "prior: dequantising kernel"),
 }
 
-# MoE expert GEMMs (grouped, 256-512 rows per expert at 4K-8K tokens): the Qwen3-30B-A3B
-# layer probe in perf-calibration.md reaches 348-430 TFLOP/s there, 46-57% of the dense GEMM
-# rate; with ramp(rows per expert) that is x0.8 of a dense GEMM of as many rows. Touched
-# experts are read at the dense rate once the fixed per-layer latency of the grouped kernel
-# (1 token, 8 experts: 0.09 ms, 0.03 of it reading) is taken out. Fitted to all 7 rows.
-MOE_COMPUTE_SCALE = 0.80
-MOE_BANDWIDTH_SCALE = 1.0
-MOE_LAYER_LATENCY_S = 60e-6
-# The fixed per-layer latency of the MXFP4 expert kernels (vLLM's MXFP4 MoE path, a different
-# kernel from the FP8 grouped GEMM the probe above timed, reading half its bytes): the probe's
-# 60 us does not carry to it. Fitted on the fit split of the H100 silicon rows that run it
-# (gpt-oss-120b, vLLM, TP 1-8, concurrency 4-64), grid 20-60 us, least median |TPOT error|:
-# 30 us (6.5%; at 60 us 21.5%, bias +20.7%). No H200 / B200 row entered the fit.
-MOE_LAYER_LATENCY_MXFP4_S = 30e-6
+
+@dataclass(frozen=True)
+class MoeKernel:
+    """A format's fused MoE expert kernels, relative to its dense kernel (`Kernel`).
+
+    One MoE layer's experts take max(touched experts' bytes / (bandwidth x
+    `bandwidth_scale`), expert FLOPs / (peak x compute x `compute_scale` x
+    rows / (rows + `ramp_rows`) x width / (width + `ramp_width`))) + `layer_latency_s`;
+    rows = tokens x top-k / touched experts, width = an expert's intermediate size per rank
+    (TP shards it: narrow shards leave the grouped GEMMs' tiles idle).
+    """
+
+    compute_scale: float
+    bandwidth_scale: float
+    layer_latency_s: float
+    ramp_rows: float
+    ramp_width: float
+    source: str
+
+
+_MOE_FIT = (
+    "H100 fused-MoE kernel latencies of AIConfigurator 095f58a, moe-kernels-h100.csv "
+    "(capacity/moe_kernel_fit.py: fit split, least mean |log error|)"
+)
+
+# By the experts' weight format (format_of of the expert weights). bf16 / fp8: fitted on the
+# fit split of the H100 kernel rows, SGLang's and vLLM's Triton fused-MoE kernels pooled
+# (fitting each engine apart moves its held-out median |error| by 1.3 points or less, not
+# always down); held-out errors in docs/capacity-model.md and the unit test
+# test_moe_kernel_fit.py. Bandwidth scales are x the dense kernel's (bf16 0.77, fp8 0.65 of
+# HBM), so the experts are read at 0.85 / 0.94 of HBM: the kernel rows route with a skewed
+# (power-law) router, which touches fewer experts than the uniform routing the step model
+# counts. mxfp4: one set for both engines, the values fitted on the H100 gpt-oss serving rows
+# (vLLM; within -5% to -7% of vLLM's OpenAI-triton_kernels rows up to 4K tokens). SGLang's
+# MXFP4 kernel rows time its generic Triton fused-MoE kernel (a median 2.3x vLLM's), but
+# SGLang serves gpt-oss on Hopper with triton_kernels too (moe_runner_backend auto -> triton_kernel,
+# sglang 0.5.23 arg_groups/model_overrides/gpt_oss.py), so they are not fitted to:
+# latency 30 us (grid 20-60 us, least median |TPOT error| on the fit split; at 60 us TPOT
+# was +20.7% biased), ramp at half the rows of the fp8 GEMM probe (half the bytes). int4: a
+# prior (the bf16 scales of the Qwen3-30B-A3B grouped-GEMM probe of perf-calibration.md,
+# half the ramp rows).
+MOE_KERNELS: dict[str, MoeKernel] = {
+    "bf16": MoeKernel(0.95, 1.10, 20e-6, 128.0, 128.0, _MOE_FIT),
+    "fp8": MoeKernel(0.60, 1.45, 40e-6, 64.0, 128.0, _MOE_FIT),
+    "mxfp4": MoeKernel(
+        0.80, 1.0, 30e-6, RAMP_ROWS / 2, 0.0, "held-in H100 gpt-oss-120b serving rows (vLLM)"
+    ),
+    "int4": MoeKernel(
+        0.80, 1.0, 60e-6, RAMP_ROWS / 2, 0.0, "prior: perf-calibration.md Qwen3-30B-A3B probe"
+    ),
+}
+
+
+def moe_kernel_for(fmt: str) -> MoeKernel:
+    return MOE_KERNELS[fmt]
+
 
 # Per-layer launch/latency floor inside a CUDA graph: the H100 decode probe at batch 1 sits
 # ~1 ms (8B, 32 layers) above bytes / bandwidth, and ~2 ms (70B, 80 layers).

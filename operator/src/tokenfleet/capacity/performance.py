@@ -20,16 +20,14 @@ from tokenfleet.capacity.comm import Comm, comm_for
 from tokenfleet.capacity.gpus import GPU
 from tokenfleet.capacity.kernels import (
     LAYER_LATENCY_S,
-    MOE_BANDWIDTH_SCALE,
-    MOE_COMPUTE_SCALE,
-    MOE_LAYER_LATENCY_MXFP4_S,
-    MOE_LAYER_LATENCY_S,
+    MOE_KERNELS,
     RAMP_ROWS,
     SINK_FALLBACK,
     STEP_OVERHEAD_S,
     format_of,
     generation,
     kernel_for,
+    moe_kernel_for,
     peak_tflops,
 )
 from tokenfleet.capacity.kv import layer_token_bytes
@@ -42,10 +40,11 @@ from tokenfleet.capacity.types import Prediction
 EFFICIENCY: dict[str, float] = {
     "step_overhead_s": STEP_OVERHEAD_S,
     "layer_latency_s": LAYER_LATENCY_S,
-    "moe_compute_scale": MOE_COMPUTE_SCALE,
-    "moe_bandwidth_scale": MOE_BANDWIDTH_SCALE,
-    "moe_layer_latency_s": MOE_LAYER_LATENCY_S,
+    **{f"moe_{fmt}_compute_scale": k.compute_scale for fmt, k in MOE_KERNELS.items()},
+    **{f"moe_{fmt}_bandwidth_scale": k.bandwidth_scale for fmt, k in MOE_KERNELS.items()},
+    **{f"moe_{fmt}_layer_latency_s": k.layer_latency_s for fmt, k in MOE_KERNELS.items()},
 }
+_BF16_MOE = MOE_KERNELS["bf16"]
 
 
 @dataclass(frozen=True)
@@ -78,15 +77,16 @@ class StepModel:
     layers: int
     comm: Comm
     overhead_s: float = STEP_OVERHEAD_S  # engine CPU per step; 0 = GPU time only
-    # Rows at which the expert GEMMs reach half their large-M rate. kernels.RAMP_ROWS comes
-    # from the bf16 / fp8 GEMM probe, where a small-M GEMM is bound by reading its weights;
-    # 4-bit experts (MXFP4, AWQ / GPTQ) hold half fp8's bytes, so half the rows (a prior from
-    # the bytes, not a fit: on the H100 gpt-oss rows it brings TPOT from +31% / +29% to
-    # +20% / +17% bias on the fit / held-out splits).
-    expert_ramp_rows: float = RAMP_ROWS
-    # Fixed latency of one MoE layer's expert kernels inside a CUDA graph (kernels.py: per
-    # expert format, the MXFP4 kernels' own).
-    moe_layer_latency_s: float = MOE_LAYER_LATENCY_S
+    # The expert kernels of the experts' weight format (kernels.MOE_KERNELS): their compute
+    # and bandwidth relative to the dense kernel's, the rows at which the expert GEMMs reach
+    # half their large-M rate, the intermediate width per rank at which they reach half
+    # their wide-shard rate, and their fixed latency per MoE layer inside a CUDA graph.
+    moe_compute_scale: float = _BF16_MOE.compute_scale
+    moe_bandwidth_scale: float = _BF16_MOE.bandwidth_scale
+    expert_ramp_rows: float = _BF16_MOE.ramp_rows
+    moe_layer_latency_s: float = _BF16_MOE.layer_latency_s
+    expert_width: float = 0.0  # an expert's intermediate size per rank; 0: no width term
+    expert_ramp_width: float = _BF16_MOE.ramp_width
 
     def __post_init__(self) -> None:
         # Constants of every step_seconds call, computed once: plan()'s virtual runs time
@@ -102,8 +102,10 @@ class StepModel:
         setter(self, "_latency", latency)
         # The rest of step_seconds' per-layout constants, each the value the expression it
         # stands for evaluates first (so the result is the same to the bit).
-        setter(self, "_moe_bw", self._bw * MOE_BANDWIDTH_SCALE)  # type: ignore[attr-defined]
-        setter(self, "_moe_peak", self._peak * MOE_COMPUTE_SCALE)  # type: ignore[attr-defined]
+        setter(self, "_moe_bw", self._bw * self.moe_bandwidth_scale)  # type: ignore[attr-defined]
+        width = self.expert_width
+        narrow = width / (width + self.expert_ramp_width) if width else 1.0
+        setter(self, "_moe_peak", self._peak * self.moe_compute_scale * narrow)  # type: ignore[attr-defined]
         miss = 1 - self.experts_per_token / self.experts if self.moe_layers else 0.0
         setter(self, "_expert_miss", miss)
         sliding = self.sliding_layers and self.window
@@ -231,6 +233,7 @@ def build_step_model(
     """The step model of a (TP, PP) layout of `arch` on `gpu` with weights in `fmt`."""
     p = arch.params
     kernel = kernel_for(gpu, format_of(fmt.method, fmt.linear_bytes, fmt.dtype_bytes))
+    moe = moe_kernel_for(format_of(fmt.method, fmt.bytes_for("experts"), fmt.dtype_bytes))
     attn_kernel = kernel_for(gpu, "bf16")
     attention_efficiency = attn_kernel.compute
     if arch.model_type.startswith("gpt_oss") and generation(gpu) in SINK_FALLBACK:
@@ -275,10 +278,12 @@ def build_step_model(
         layers=arch.layers,
         comm=comm_for(gpu, tp, pp, per_node or gpu.gpus_per_node, arch.hidden, arch.layers),
         overhead_s=overhead_s,
-        expert_ramp_rows=RAMP_ROWS / 2 if fmt.bytes_for("experts") < 0.9 else RAMP_ROWS,
-        moe_layer_latency_s=(
-            MOE_LAYER_LATENCY_MXFP4_S if fmt.method == "mxfp4" else MOE_LAYER_LATENCY_S
-        ),
+        moe_compute_scale=moe.compute_scale,
+        moe_bandwidth_scale=moe.bandwidth_scale,
+        expert_ramp_rows=moe.ramp_rows,
+        moe_layer_latency_s=moe.layer_latency_s,
+        expert_width=arch.moe.expert_intermediate / tp if arch.moe else 0.0,
+        expert_ramp_width=moe.ramp_width,
     )
 
 

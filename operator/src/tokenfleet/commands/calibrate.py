@@ -30,10 +30,17 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         "--rows", action="store_true", help="with --silicon: also print every row's prediction"
     )
     p.add_argument(
+        "--moe-kernels",
+        metavar="FILE.csv",
+        help="score the step model's MoE expert term against measured H100 fused-MoE kernel "
+        "latencies (moe-kernels-h100.csv's columns), per format, split and engine",
+    )
+    p.add_argument(
         "--fit",
         action="store_true",
         help="with --silicon: fit the client-overhead table on the file's fit split and print "
-        "it, then score the fit and held-out splits apart (for the H100 calibration file only)",
+        "it, then score the fit and held-out splits apart (for the H100 calibration file only); "
+        "with --moe-kernels: fit the bf16 / fp8 MoE kernel constants on the fit split",
     )
     p.add_argument(
         "--sglang-launch",
@@ -56,6 +63,11 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    moe = getattr(args, "moe_kernels", None)
+    if moe:
+        from tokenfleet.commands.calibrate_moe import print_moe
+
+        return print_moe(moe, getattr(args, "fit", False))
     silicon = getattr(args, "silicon", None)
     if silicon and not getattr(args, "perf", False):
         raise PlanError("silicon", silicon, "scores latency", "add --perf")
