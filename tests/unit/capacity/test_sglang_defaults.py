@@ -11,8 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from tokenfleet.capacity import load_model
+from tokenfleet.capacity import get_gpu, load_model
 from tokenfleet.capacity.architecture import Attention
+from tokenfleet.capacity.engine_profiles import default_batch_limits, sglang_default_mem_fraction
 from tokenfleet.capacity.sglang_defaults import (
     COMPUTE_CAPABILITY,
     MemoryTier,
@@ -118,3 +119,23 @@ def test_every_catalog_gpu_has_a_compute_capability() -> None:
     from tokenfleet.capacity.gpus import GPUS
 
     assert set(GPUS) == set(COMPUTE_CAPABILITY)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "chunk"),
+    [("l4", 4096), ("a100-40gb", 4096), ("l40s", 4096), ("h100-sxm", 8192), ("h200", 8192),
+     ("b200", 16384), ("mi300x", 16384)],
+)  # fmt: skip
+def test_the_planner_takes_sglangs_chunk_from_the_memory_tier(gpu: str, chunk: int) -> None:
+    assert default_batch_limits("sglang", get_gpu(gpu))[0] == chunk
+    assert default_batch_limits("sglang", get_gpu("l4"), "0.5.9")[0] == 2048
+
+
+@pytest.mark.parametrize(("tp", "graphs"), [(1, 512), (2, 512), (8, 512)])
+def test_the_default_fraction_reserves_the_tiers_cuda_graphs_on_b200(tp: int, graphs: int) -> None:
+    """B200: 512 MB + 1.5 MB x 16384 + 2 MB x 512 graphs + tp / 8 GB, at every TP."""
+    g = get_gpu("b200")
+    total_mb = g.memory_gib * 1024
+    reserved = 512 + 16384 * 1.5 + graphs * 2 + tp / 8 * 1024
+    want = round((total_mb - reserved) / total_mb, 3)
+    assert sglang_default_mem_fraction(g, 16384, tp, 1, "0.5.9") == want
