@@ -7,6 +7,7 @@ gets prefix-cache hits on them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,44 @@ def test_the_generator_launch_mixes_prefill_into_decode_under_its_prefill_budget
     assert DEFAULT.launch("sglang", "0.5.1.post1", 1024, sglang) == sglang
     vllm = Replica.of("vllm", 500_000, 1024, 8192, 32_768)
     assert Harness("generator").launch("vllm", "0.12.0", 1024, vllm) == vllm
+
+
+def test_an_sglang_launch_pages_its_kv_by_the_page_its_backend_forces() -> None:
+    sglang = Replica.of("sglang", 500_000, 1024, 16384, 32_768)
+    for harness in (DEFAULT, Harness("defaults"), Harness("generator")):
+        assert harness.launch("sglang", "0.5.9", 1024, sglang, 64).block_size == 64
+        assert harness.launch("sglang", "0.5.9", 1024, sglang).block_size == 1
+    vllm = Replica.of("vllm", 500_000, 1024, 8192, 32_768)
+    assert DEFAULT.launch("vllm", "0.12.0", 1024, vllm, 64) == vllm
+
+
+@dataclass(frozen=True)
+class _Spy(Harness):
+    pages: list[int] = field(default_factory=list)
+
+    def launch(
+        self, engine: str, version: str, isl: int, replica: Replica, page_size: int = 1
+    ) -> Replica:
+        self.pages.append(page_size)
+        return super().launch(engine, version, isl, replica, page_size)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "model", "page"),
+    [
+        ("b200_sxm", "meta-llama/Llama-3.1-70B", 64),  # trtllm_mha
+        ("b200_sxm", "deepseek-ai/DeepSeek-R1", 64),  # trtllm_mla
+        ("h200_sxm", "meta-llama/Llama-3.1-70B", 1),  # fa3
+        ("h100_sxm", "Qwen/Qwen3-32B", 1),
+    ],
+)
+def test_the_bench_launches_each_row_with_its_gpus_default_page(
+    gpu: str, model: str, page: int
+) -> None:
+    spy = _Spy()
+    row = f"c,sglang,0.5.9,{model},{gpu},fp8,fp8,fp8,1024,128,4,8,1,1,8,1,300,10"
+    _scored(row, spy)
+    assert spy.pages and set(spy.pages) == {page}
 
 
 def test_mixed_chunking_spreads_the_waves_so_the_mean_ttft_falls_and_tpot_rises() -> None:

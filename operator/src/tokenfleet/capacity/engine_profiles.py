@@ -130,15 +130,16 @@ def engine_profile(engine: str, version: str | None = None) -> EngineProfile:
     return replace(family, version=resolved)
 
 
-def default_batch_limits(engine: str, gpu: GPU) -> tuple[int, int]:
+def default_batch_limits(engine: str, gpu: GPU, version: str | None = None) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) the engine picks when not told.
 
     vLLM's OpenAI server: 8192 / 1024 on large non-A100 GPUs, else 2048 / 256.
-    SGLang: chunked_prefill_size 2048 below 35 GB, 8192 below 160 GB, else 16384.
+    SGLang: chunked_prefill_size by its GPU-memory tier (sglang_defaults.memory_tier).
     """
     if engine == "sglang":
-        gb = gpu.memory_gib * GIB / 1e9
-        chunk = 2048 if gb < 35 else 8192 if gb < 160 else 16384
+        from tokenfleet.capacity.sglang_defaults import memory_tier  # it reads parse_version
+
+        chunk = memory_tier(gpu.memory_gib, 1, version).chunked_prefill_size
         return chunk, 1024 if gpu.large else 256
     return (8192, 1024) if gpu.large else (2048, 256)
 
@@ -156,7 +157,9 @@ def sglang_default_mem_fraction(
     if version is not None and parse_version(version) < (0, 5, 3):
         reserved_mb = _sglang_tier_reserve_mb(total_mb, tp * pp)
         return round((total_mb - reserved_mb) / total_mb, 3)
-    cuda_graph_max_bs = 256 if gpu.large else 160
+    from tokenfleet.capacity.sglang_defaults import memory_tier  # it reads parse_version
+
+    cuda_graph_max_bs = memory_tier(gpu.memory_gib, tp, version).cuda_graph_max_bs
     reserved_mb = 512 + max(chunked_prefill, 2048) * 1.5 + cuda_graph_max_bs * 2
     reserved_mb += tp * pp / 8 * 1024
     if gpu.memory_gib > 60:

@@ -552,7 +552,7 @@ def _plan(req: PlanRequest, floor_rps: float = 0.0) -> Plan:
 
 def _context(req: PlanRequest) -> _Context:
     fmt = weight_format(req.arch.quantization_config, req.dtype, req.quantization)
-    batched_default, seqs_default = default_batch_limits(req.engine, req.gpu)
+    batched_default, seqs_default = default_batch_limits(req.engine, req.gpu, req.engine_version)
     return _Context(
         req,
         engine_profile(req.engine, req.engine_version),

@@ -30,6 +30,7 @@ from tokenfleet.capacity.gpus import get_gpu
 from tokenfleet.capacity.overheads import mixed_burst_rounds, request_overhead_s
 from tokenfleet.capacity.planner import plan
 from tokenfleet.capacity.prefix import prefill_tokens
+from tokenfleet.capacity.sglang_defaults import launch_page_size
 from tokenfleet.capacity.silicon import Refused, Resolved, Scored, SiliconRow, resolve
 from tokenfleet.capacity.silicon_harness import DEFAULT, Harness
 from tokenfleet.capacity.types import Plan, PlanRequest
@@ -122,7 +123,9 @@ def phases(
         p.max_model_len,
         p.pipeline_parallel_size,
     )
-    replica = harness.launch(row.engine, row.version, row.isl, replica)
+    r = resolve(row)
+    page = 1 if isinstance(r, str) else launch_page_size(r.gpu_id, r.arch, row.tp)
+    replica = harness.launch(row.engine, row.version, row.isl, replica, page)
     timer = step_model(p)
     scaled, config, w = load.lockstep(replica, timer, row.concurrency, row.isl + row.osl)
     clients = max(1, round(row.concurrency / w))

@@ -29,6 +29,10 @@ change what an engine computes:
   prefix-cache hits. The H100 rows refute that for the rows at hand (scored with 100
   prompts, their TTFT bias falls to -49% / -51% on the fit / held-out split), so the default
   is every prompt distinct; `dataset_entries` scores a benchmark that did repeat them.
+- KV pages. The generator passes no --page-size, so SGLang runs the page its default
+  attention backend forces: 64 tokens on Blackwell (trtllm_mha, or trtllm_mla for DeepSeek
+  V3 / R1), 1 on Hopper (fa3); capacity/sglang_defaults.py cites the source. A request holds
+  its tokens rounded up to whole pages.
 """
 
 from __future__ import annotations
@@ -74,9 +78,16 @@ class Harness:
         v = release(version)
         return v is not None and v >= GENERATOR_SGLANG_SINCE
 
-    def launch(self, engine: str, version: str, isl: int, replica: Replica) -> Replica:
-        """The replica as the row's launch command configured it."""
-        if engine != "sglang" or not self.sglang_generator_flags(version):
+    def launch(
+        self, engine: str, version: str, isl: int, replica: Replica, page_size: int = 1
+    ) -> Replica:
+        """The replica as the row's launch command configured it. `page_size`: the KV page
+        SGLang's default attention backend forces on the row's GPU (the generator sets no
+        --page-size; sglang_defaults.launch_page_size)."""
+        if engine != "sglang":
+            return replica
+        replica = replace(replica, block_size=max(1, page_size))
+        if not self.sglang_generator_flags(version):
             return replica
         budget = min(replica.max_num_batched_tokens, isl + PREFILL_TOKENS_MARGIN)
         return replace(replica, mixed_prefill=True, max_num_batched_tokens=budget)
