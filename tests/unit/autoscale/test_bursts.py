@@ -68,14 +68,30 @@ def test_the_floor_stands_for_recurring_bursts(
         assert "recurring bursts shorter than a cold start" in standing.reason()
 
 
-def test_the_fewest_replicas_that_held_a_burst_bound_the_floor() -> None:
-    """The windowed demand (8 req/s) asks for 1 replica at 10 req/s each; bursts absorbed
-    by 3 ready replicas within the SLO keep 3: fewer were never shown to hold them."""
+def test_the_floor_is_sized_from_what_held_or_broke_the_bursts() -> None:
+    """The windowed demand (8 req/s) asks for 1 replica at 10 req/s each. Bursts absorbed
+    by 3 ready replicas within the SLO keep 3: fewer were never shown to hold them. Bursts
+    that broke the SLO on 3 ready replicas prove 3 too few: the floor is 4, not the 1 the
+    capacity learnt in the troughs asks for."""
     loads = QUIET + SHORT + QUIET + SHORT + QUIET
     held = _feed(loads, ready=3)
     assert floor(held, 10.0, 15.0 * len(loads), SPAN).replicas == 3  # type: ignore[union-attr]
     missed = _feed(loads, ready=3, slo_met=False)
-    assert floor(missed, 10.0, 15.0 * len(loads), SPAN).replicas == 1  # type: ignore[union-attr]
+    assert floor(missed, 10.0, 15.0 * len(loads), SPAN).replicas == 4  # type: ignore[union-attr]
+
+
+def test_a_burst_that_broke_on_fewer_replicas_does_not_raise_what_held_one() -> None:
+    """Broke on 1 replica, then held on 2: 2 is proven enough."""
+    memory = BurstMemory(bursts=((100.0, 8.0, 1, False), (250.0, 8.0, 2, True)))
+    assert floor(memory, 10.0, 300.0, SPAN).replicas == 2  # type: ignore[union-attr]
+
+
+def test_bursts_from_nothing_count() -> None:
+    """Bursts out of idle gaps (quiet load 0): one replica serving the trickle is the quiet
+    fleet, so only load past it is a rise, and a burst over within a cold start counts."""
+    idle = [0.0] * 6
+    assert len(_feed(idle + SHORT + idle + SHORT + idle).bursts) == 2
+    assert len(_feed(idle + [3.9] * 4 + idle).bursts) == 0  # one replica serves it
 
 
 def _step(memory: BurstMemory, now: float, ready: int, demand: float, up: bool) -> BurstMemory:

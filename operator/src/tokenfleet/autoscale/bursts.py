@@ -52,9 +52,9 @@ class BurstMemory:
     rising: tuple[float, float, int, bool] | None = None
     """(since, highest demand, fewest replicas ready, SLO met throughout) of the rise above
     the quiet load now under way."""
-    bursts: tuple[tuple[float, float, int], ...] = ()
-    """(ended at, highest demand, replicas that held it or 0) of the rises that were over
-    within a cold start."""
+    bursts: tuple[tuple[float, float, int, bool], ...] = ()
+    """(ended at, highest demand, fewest replicas ready during it or 0, SLO met throughout)
+    of the rises that were over within a cold start."""
 
 
 @dataclass(frozen=True)
@@ -89,10 +89,15 @@ def floor(memory: BurstMemory, capacity: float, now: float, span: float) -> Floo
     if pairs + 1 < RECURRING:
         return None
     peak = max(b[1] for b in recent)
-    # The windowed demand understates a burst shorter than the window; the fewest replicas
-    # that absorbed one within the SLO are proven enough, so the floor never goes under them.
-    held = [b[2] for b in recent if b[2] > 0]
-    replicas = max(math.ceil(peak / capacity - 1e-9), min(held, default=0))
+    # Sized from what the bursts showed, not from the capacity learnt in the troughs: the
+    # fewest replicas that absorbed one within the SLO are proven enough, and a burst that
+    # broke the SLO on n ready replicas proves n too few. Only without either does the
+    # windowed demand at the learnt capacity size it (it understates a burst shorter than
+    # the window).
+    held = [b[2] for b in recent if b[2] > 0 and b[3]]
+    broke = [b[2] for b in recent if b[2] > 0 and not b[3]]
+    replicas = min(held) if held else math.ceil(peak / capacity - 1e-9)
+    replicas = max(replicas, max(broke, default=0) + 1)
     return Floor(replicas, peak, len(times), 2 * span)
 
 
@@ -128,7 +133,7 @@ def observe(
                 # merge into one long rise in the windowed signals; this still sees them.
                 # The replica it ordered was not needed for the load now: it proves the
                 # pattern, not a size (its demand is sized by the short rises).
-                bursts += ((now, 0.0, 0),)
+                bursts += ((now, 0.0, 0, False),)
         elif now - at > span:
             ordered = None  # never became ready (bounds, failures): forget it
         else:
@@ -139,7 +144,9 @@ def observe(
     rising = memory.rising
     if per_replica > 0:
         low = min(d for _, d in loads)
-        quiet = math.ceil(low / per_replica - 1e-9)
+        # The policy never runs fewer than one replica: load that one replica serves is no
+        # rise, whether the quiet load is a trickle or nothing at all.
+        quiet = max(1, math.ceil(low / per_replica - 1e-9))
         above = math.ceil(demand / per_replica - 1e-9) > quiet
         # It takes doubling to start a rise, but only the quiet load's replicas to end it: a
         # saturated fleet's demand swings, and one long overload must not read as bursts.
@@ -153,6 +160,6 @@ def observe(
             since, peak, fewest, met = rising
             short = now - since <= (cold if cold is not None else default_cold_start) + lag
             if short and not any(b[0] >= since for b in bursts):  # one event, counted once
-                bursts += ((now, peak, fewest if met and slo_met else 0),)
+                bursts += ((now, peak, fewest, met and slo_met),)
             rising = None
     return BurstMemory(ordered, cold, loads, rising, bursts)
