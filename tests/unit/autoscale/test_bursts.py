@@ -125,3 +125,14 @@ def test_a_scale_up_is_timed_and_judged_at_its_first_ready_replica(
     memory = _step(memory, 195.0, 2, demand_when_ready, up=False)
     assert memory.cold_start == 195.0 and memory.ordered is None
     assert (len(memory.bursts) == 1) is late
+
+
+@pytest.mark.parametrize(("now", "replicas"), [(1100.0, 2), (1000.0 + 2 * SPAN + 1, None)])
+def test_bursts_the_floor_absorbs_keep_it_standing(now: float, replicas: int | None) -> None:
+    """Two bursts within a span start the pattern; later ones up to two spans apart keep it
+    (an absorbed burst may not fall back to the quiet load before the next one); two spans
+    without one end it."""
+    bursts = ((0.0, 8.0, 2, True), (200.0, 8.0, 2, True), (600.0, 8.0, 2, True))
+    memory = BurstMemory(bursts=(*bursts, (1000.0, 8.0, 2, True)))
+    standing = floor(memory, 10.0, now, SPAN)
+    assert (standing.replicas if standing else None) == replicas
