@@ -1,15 +1,17 @@
-"""Benchmark: the generated on-off trace (tests/unit/autoscale/onoff_trace.py, the character
-of Azure's 2023 "code" trace), seeds 0-2, as the calibration numbers in docs/autoscaler.md.
+"""Benchmark: the generated on-off traces (tests/unit/autoscale/onoff_trace.py, the character
+of Azure's 2023 "code" trace; and bursts that shrink half-way), seeds 0-2, as the
+calibration numbers in docs/autoscaler.md.
 
 Reports numbers only: for each setup (Llama-3.1-8B on L40S at TTFT 500 ms, and on H100 at
 TTFT 1 s) and seed, ours (attainment, GPU-hours), the cheapest fixed fleet meeting the SLO
 and the cheapest fixed fleet reaching ours' attainment.
 
-Run: .venv/bin/python tests/bench/bench_onoff_trace.py   (about two minutes)
+Run: .venv/bin/python tests/bench/bench_onoff_trace.py   (about four minutes)
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -24,8 +26,9 @@ from tokenfleet.autoscale.fleetsim.run import (
 )
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "autoscale"))
-from onoff_trace import onoff_trace
+from onoff_trace import onoff_trace, shrinking_trace
 
+TRACES = {"onoff": onoff_trace, "shrinking": shrinking_trace}
 SETUPS = {
     "l40s, TTFT 500 ms": SimOptions(),
     "h100-sxm, TTFT 1 s": SimOptions(gpu="h100-sxm", ttft_ms=1000.0),
@@ -50,11 +53,12 @@ def _cell(label: str, found: tuple[int, RunResult] | None, ours: RunResult) -> s
 
 
 def main() -> None:
-    for name, options in SETUPS.items():
+    for (name, options), (kind, make) in itertools.product(SETUPS.items(), TRACES.items()):
         for seed in (0, 1, 2):
-            setup = prepare(onoff_trace(seed), options)
+            setup = prepare(make(seed), options)
             ours = run_policy(setup, make_autoscaler("tokenfleet", setup))
-            line = f"{name}, seed {seed}: ours {ours.attainment:.2%} / {ours.gpu_hours:.2f} GPU-h"
+            line = f"{kind}, {name}, seed {seed}: ours {ours.attainment:.2%}"
+            line += f" / {ours.gpu_hours:.2f} GPU-h"
             meeting = _fixed(setup, setup.target) if setup.attainable >= 0.999 else None
             at_ours = _fixed(setup, ours.attainment)
             cells = f"{_cell('meeting the SLO', meeting, ours)}; {_cell('at ours', at_ours, ours)}"

@@ -16,10 +16,14 @@ from tokenfleet.autoscale.fleetsim.traces import Trace, TraceRequest
 PROMPT_MEDIAN, PROMPT_SIGMA, PROMPT_MAX = 1500, 1.0, 7000
 OUTPUT_MEDIAN, OUTPUT_SIGMA, OUTPUT_MAX = 13, 1.2, 500
 CLUSTER_MEAN, CLUSTER_GAP_S = 6.0, 0.1
+BURST_RATES = (4.0, 12.0)
 
 
-def onoff_trace(seed: int = 0, duration: float = 3600.0) -> Trace:
-    rng = random.Random(f"onoff:{seed}")
+def onoff_trace(
+    seed: int = 0, duration: float = 3600.0, burst_rates: tuple[float, float] = BURST_RATES
+) -> Trace:
+    rates = "" if burst_rates == BURST_RATES else f":{burst_rates}"
+    rng = random.Random(f"onoff:{seed}{rates}")
     times: list[float] = []
     t, bursting = 0.0, False
     rate = rng.uniform(0.0, 0.5)
@@ -29,7 +33,7 @@ def onoff_trace(seed: int = 0, duration: float = 3600.0) -> Trace:
         step = rng.expovariate(rate / size) if rate > 0 else math.inf
         if t + step >= end:
             t, bursting = end, not bursting
-            rate = rng.uniform(4.0, 12.0) if bursting else rng.uniform(0.0, 0.5)
+            rate = rng.uniform(*burst_rates) if bursting else rng.uniform(0.0, 0.5)
             end = t + (rng.uniform(60.0, 180.0) if bursting else rng.uniform(30.0, 180.0))
             continue
         t += step
@@ -46,3 +50,12 @@ def onoff_trace(seed: int = 0, duration: float = 3600.0) -> Trace:
             TraceRequest(at, min(PROMPT_MAX, max(16, prompt)), min(OUTPUT_MAX, max(1, output)))
         )
     return Trace("onoff", tuple(requests), duration)
+
+
+def shrinking_trace(seed: int = 0) -> Trace:
+    """Bursts that shrink: 30 minutes of bursts at 12-20 req/s, then 30 at 2-6 req/s. A
+    floor sized for the first half must follow the bursts down."""
+    big = onoff_trace(seed, 1800.0, (12.0, 20.0))
+    small = onoff_trace(seed, 1800.0, (2.0, 6.0))
+    later = (TraceRequest(r.at + 1800.0, r.prompt, r.output) for r in small.requests)
+    return Trace("shrinking", (*big.requests, *later), 3600.0)
