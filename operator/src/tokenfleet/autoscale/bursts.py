@@ -14,16 +14,16 @@ plus the signals' window (which stretches every rise by its length), i.e. when a
 ordered for it would be ready after it. A scale-up whose first replica is ready when the
 fleet that ordered it holds the load again, and the load has at least halved since, was
 late, and counts as a burst too (back-to-back bursts merge into one long rise in windowed
-signals), ridden out by the fleet that ordered it. Two bursts within one span of each other
-make them recurring: the policy stops chasing them and keeps a standing floor sized from
-what the bursts showed, not from the capacity learnt in the troughs between them: the
-fewest replicas that absorbed one without breaking the SLO (proven enough), at least one
-more than any that one broke (proven too few); only without either, the bursts' demand at
-the learnt per-replica capacity. Bursts the floor absorbs keep it standing, up to two spans
-apart; two spans without one and it lapses, and the ordinary scale-down takes the fleet
-back. Constants come from the spec (scale-down window, targetUtilization, the policy's
-scale-up rate) or from what was observed (the cold start, timed from scale-ups to their
-first ready replica; the bursts' load).
+signals). Two bursts within one span of each other make them recurring: the policy stops
+chasing them and keeps a standing floor sized from what the bursts showed, not from the
+capacity learnt in the troughs between them: the fewest replicas that absorbed one without
+breaking the SLO (proven enough), at least one more than any that one broke (proven too
+few); only without either, the bursts' demand at the learnt per-replica capacity. Bursts
+the floor absorbs keep it standing, up to two spans apart; two spans without one and it
+lapses, and the ordinary scale-down takes the fleet back. Constants come from the spec
+(scale-down window, targetUtilization, the policy's scale-up rate) or from what was
+observed (the cold start, timed from scale-ups to their first ready replica; the bursts'
+load).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ Burst = tuple[float, float, int, bool]
 class BurstMemory:
     """What the rule remembers between decisions (carried in History)."""
 
-    ordered: tuple[float, int, float, bool] | None = None
-    """(at, replicas ready then, highest demand since, SLO held since) of the scale-up
-    awaiting its first ready replica: the cold start, and whether the replica came late."""
+    ordered: tuple[float, int, float] | None = None
+    """(at, replicas ready then, highest demand since) of the scale-up awaiting its first
+    ready replica: the cold start, and whether the replica came late."""
     cold_start: float | None = None
     """The last observed delay from a scale-up to its first replica ready."""
     loads: tuple[tuple[float, float], ...] = ()
@@ -141,23 +141,23 @@ def observe(
     ordered, cold = memory.ordered, memory.cold_start
     bursts = _chain(memory.bursts, now, span)
     if ordered is not None:
-        at, ready_then, peak, met = ordered
-        peak, met = max(peak, demand), met and slo_met
+        at, ready_then, peak = ordered
+        peak = max(peak, demand)
         if ready > ready_then:
             cold, ordered = now - at, None
             counted = any(b[0] >= at for b in bursts)  # the rise it was ordered for ended
             if demand <= ready_then * per_replica and RISE * demand <= peak and not counted:
                 # Late: the fleet that ordered it holds the load again. Back-to-back bursts
                 # merge into one long rise in the windowed signals; this still sees them.
-                # The fleet that ordered it rode the burst out alone: held or broke, it
-                # sizes the floor as a short rise does.
-                bursts += ((now, peak, ready_then, met),)
+                # The replica it ordered was not needed for the load now: it proves the
+                # pattern, not a size (its demand is sized by the short rises).
+                bursts += ((now, 0.0, 0, False),)
         elif now - at > span:
             ordered = None  # never became ready (bounds, failures): forget it
         else:
-            ordered = (at, ready_then, peak, met)
+            ordered = (at, ready_then, peak)
     if ordered is None and scaled_up:
-        ordered = (now, ready, demand, slo_met)
+        ordered = (now, ready, demand)
     loads = (*(p for p in memory.loads if p[0] > now - span), (now, demand))
     rising = memory.rising
     if per_replica > 0:
