@@ -68,14 +68,30 @@ def test_the_floor_stands_for_recurring_bursts(
         assert "recurring bursts shorter than a cold start" in standing.reason()
 
 
-def test_the_fewest_replicas_that_held_a_burst_bound_the_floor() -> None:
-    """The windowed demand (8 req/s) asks for 1 replica at 10 req/s each; bursts absorbed
-    by 3 ready replicas within the SLO keep 3: fewer were never shown to hold them."""
+def test_the_floor_is_sized_from_what_held_or_broke_the_bursts() -> None:
+    """The windowed demand (8 req/s) asks for 1 replica at 10 req/s each. Bursts absorbed
+    by 3 ready replicas within the SLO keep 3: fewer were never shown to hold them. Bursts
+    that broke the SLO on 3 ready replicas prove 3 too few: the floor is 4, not the 1 the
+    capacity learnt in the troughs asks for."""
     loads = QUIET + SHORT + QUIET + SHORT + QUIET
     held = _feed(loads, ready=3)
     assert floor(held, 10.0, 15.0 * len(loads), SPAN).replicas == 3  # type: ignore[union-attr]
     missed = _feed(loads, ready=3, slo_met=False)
-    assert floor(missed, 10.0, 15.0 * len(loads), SPAN).replicas == 1  # type: ignore[union-attr]
+    assert floor(missed, 10.0, 15.0 * len(loads), SPAN).replicas == 4  # type: ignore[union-attr]
+
+
+def test_a_burst_that_broke_on_fewer_replicas_does_not_raise_what_held_one() -> None:
+    """Broke on 1 replica, then held on 2: 2 is proven enough."""
+    memory = BurstMemory(bursts=((100.0, 8.0, 1, False), (250.0, 8.0, 2, True)))
+    assert floor(memory, 10.0, 300.0, SPAN).replicas == 2  # type: ignore[union-attr]
+
+
+def test_bursts_from_nothing_count() -> None:
+    """Bursts out of idle gaps (quiet load 0): one replica serving the trickle is the quiet
+    fleet, so only load past it is a rise, and a burst over within a cold start counts."""
+    idle = [0.0] * 6
+    assert len(_feed(idle + SHORT + idle + SHORT + idle).bursts) == 2
+    assert len(_feed(idle + [3.9] * 4 + idle).bursts) == 0  # one replica serves it
 
 
 def _step(memory: BurstMemory, now: float, ready: int, demand: float, up: bool) -> BurstMemory:
@@ -109,3 +125,14 @@ def test_a_scale_up_is_timed_and_judged_at_its_first_ready_replica(
     memory = _step(memory, 195.0, 2, demand_when_ready, up=False)
     assert memory.cold_start == 195.0 and memory.ordered is None
     assert (len(memory.bursts) == 1) is late
+
+
+@pytest.mark.parametrize(("now", "replicas"), [(1100.0, 2), (1000.0 + 2 * SPAN + 1, None)])
+def test_bursts_the_floor_absorbs_keep_it_standing(now: float, replicas: int | None) -> None:
+    """Two bursts within a span start the pattern; later ones up to two spans apart keep it
+    (an absorbed burst may not fall back to the quiet load before the next one); two spans
+    without one end it."""
+    bursts = ((0.0, 8.0, 2, True), (200.0, 8.0, 2, True), (600.0, 8.0, 2, True))
+    memory = BurstMemory(bursts=(*bursts, (1000.0, 8.0, 2, True)))
+    standing = floor(memory, 10.0, now, SPAN)
+    assert (standing.replicas if standing else None) == replicas

@@ -8,17 +8,19 @@ queues for less.
 
 The rule: a *rise* is load at least twice the quietest of the span (scale-down window +
 cold start: how long a chased replica is paid for) for which the feed-forward would order
-more replicas than for that quiet load; it is a *burst* when it is over within a cold start
+more replicas than for that quiet load (at least one replica: the policy never runs fewer,
+so bursts out of idle gaps count); it is a *burst* when it is over within a cold start
 plus the signals' window (which stretches every rise by its length), i.e. when a replica
 ordered for it would be ready after it. A scale-up whose first replica is ready when the
 fleet that ordered it holds the load again, and the load has at least halved since, was
 late, and counts as a burst too (back-to-back bursts merge into one long rise in windowed
 signals). Two bursts within one span of each other make them recurring: the policy stops
-chasing them and keeps a standing floor, the larger of the replicas that serve the bursts'
-demand at the learnt per-replica capacity and the fewest replicas that absorbed one within
-the SLO (the windowed demand understates a burst shorter than the window; a fleet that held
-one is proven enough). Bursts the floor absorbs keep it standing; two spans without one and
-it lapses, and the ordinary scale-down takes the fleet back. Constants come from the spec
+chasing them and keeps a standing floor sized from what the bursts showed, not from the
+capacity learnt in the troughs between them: the fewest replicas that absorbed one without
+breaking the SLO (proven enough), at least one more than any that one broke (proven too
+few); only without either, the bursts' demand at the learnt per-replica capacity. Bursts
+the floor absorbs keep it standing, up to two spans apart; two spans without one and it
+lapses, and the ordinary scale-down takes the fleet back. Constants come from the spec
 (scale-down window, targetUtilization, the policy's scale-up rate) or from what was
 observed (the cold start, timed from scale-ups to their first ready replica; the bursts'
 load).
@@ -32,10 +34,16 @@ from dataclasses import dataclass
 
 RECURRING = 2
 """Bursts within one span of each other that make them recurring: one is an accident."""
+MEMORY = 16
+"""Bursts remembered at most (a pattern of bursts every minute lasts 16 minutes)."""
 RISE = 2.0
 """A burst at least doubles the load (the policy's scale-up rate, x2 per decision): the
 counting noise of a steady or slowly moving load at many replicas crosses a replica's worth
 of load often, but never doubles it."""
+
+
+Burst = tuple[float, float, int, bool]
+"""(ended at, highest demand, fewest replicas ready during it or 0, SLO held throughout)."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +60,8 @@ class BurstMemory:
     rising: tuple[float, float, int, bool] | None = None
     """(since, highest demand, fewest replicas ready, SLO met throughout) of the rise above
     the quiet load now under way."""
-    bursts: tuple[tuple[float, float, int], ...] = ()
-    """(ended at, highest demand, replicas that held it or 0) of the rises that were over
-    within a cold start."""
+    bursts: tuple[Burst, ...] = ()
+    """The rises that were over within a cold start, of the pattern under way (_chain)."""
 
 
 @dataclass(frozen=True)
@@ -75,25 +82,41 @@ def cold_start(memory: BurstMemory, default: float) -> float:
     return memory.cold_start if memory.cold_start is not None else default
 
 
+def _chain(bursts: tuple[Burst, ...], now: float, span: float) -> tuple[Burst, ...]:
+    """The bursts of the pattern under way: each within two spans of the next, the newest
+    within two spans of now (a burst the floor absorbs may not fall back to the quiet load
+    before the next one, so one span without a counted burst is not yet the end of it)."""
+    kept: list[Burst] = []
+    for burst in reversed(bursts):
+        if (kept[-1][0] if kept else now) - burst[0] > 2 * span or len(kept) == MEMORY:
+            break
+        kept.append(burst)
+    return tuple(reversed(kept))
+
+
 def floor(memory: BurstMemory, capacity: float, now: float, span: float) -> Floor | None:
     """The standing floor, or None while bursts do not recur (or capacity is unknown).
-    Recurring: two bursts within one span of each other among those of the last two spans
-    (a burst the floor absorbs may not fall back to the quiet load before the next one, so
-    one span without a counted burst is not yet the end of the pattern); sized for the
-    highest of them."""
-    recent = [b for b in memory.bursts if b[0] > now - 2 * span]
-    times = [b[0] for b in recent]
+    Recurring: two bursts within one span of each other in the pattern under way (_chain);
+    sized for the bursts of its last two spans."""
+    chain = _chain(memory.bursts, now, span)
+    times = [b[0] for b in chain]
     if capacity <= 0 or not times:
         return None
     pairs = sum(1 for a, b in itertools.pairwise(times) if b - a <= span)
     if pairs + 1 < RECURRING:
         return None
+    recent = [b for b in chain if b[0] > times[-1] - 2 * span]
     peak = max(b[1] for b in recent)
-    # The windowed demand understates a burst shorter than the window; the fewest replicas
-    # that absorbed one within the SLO are proven enough, so the floor never goes under them.
-    held = [b[2] for b in recent if b[2] > 0]
-    replicas = max(math.ceil(peak / capacity - 1e-9), min(held, default=0))
-    return Floor(replicas, peak, len(times), 2 * span)
+    # Sized from what the bursts showed, not from the capacity learnt in the troughs: the
+    # fewest replicas that absorbed one within the SLO are proven enough, and a burst that
+    # broke the SLO on n ready replicas proves n too few. Only without either does the
+    # windowed demand at the learnt capacity size it (it understates a burst shorter than
+    # the window).
+    held = [b[2] for b in recent if b[2] > 0 and b[3]]
+    broke = [b[2] for b in recent if b[2] > 0 and not b[3]]
+    replicas = min(held) if held else math.ceil(peak / capacity - 1e-9)
+    replicas = max(replicas, max(broke, default=0) + 1)
+    return Floor(replicas, peak, len(times), times[-1] - times[0] + 2 * span)
 
 
 def observe(
@@ -116,7 +139,7 @@ def observe(
     start); it was late, which counts as a burst too, when the fleet that ordered it holds
     the load by then and the load has at least halved since the order."""
     ordered, cold = memory.ordered, memory.cold_start
-    bursts = tuple(p for p in memory.bursts if p[0] > now - 2 * span)
+    bursts = _chain(memory.bursts, now, span)
     if ordered is not None:
         at, ready_then, peak = ordered
         peak = max(peak, demand)
@@ -128,7 +151,7 @@ def observe(
                 # merge into one long rise in the windowed signals; this still sees them.
                 # The replica it ordered was not needed for the load now: it proves the
                 # pattern, not a size (its demand is sized by the short rises).
-                bursts += ((now, 0.0, 0),)
+                bursts += ((now, 0.0, 0, False),)
         elif now - at > span:
             ordered = None  # never became ready (bounds, failures): forget it
         else:
@@ -139,7 +162,9 @@ def observe(
     rising = memory.rising
     if per_replica > 0:
         low = min(d for _, d in loads)
-        quiet = math.ceil(low / per_replica - 1e-9)
+        # The policy never runs fewer than one replica: load that one replica serves is no
+        # rise, whether the quiet load is a trickle or nothing at all.
+        quiet = max(1, math.ceil(low / per_replica - 1e-9))
         above = math.ceil(demand / per_replica - 1e-9) > quiet
         # It takes doubling to start a rise, but only the quiet load's replicas to end it: a
         # saturated fleet's demand swings, and one long overload must not read as bursts.
@@ -153,6 +178,6 @@ def observe(
             since, peak, fewest, met = rising
             short = now - since <= (cold if cold is not None else default_cold_start) + lag
             if short and not any(b[0] >= since for b in bursts):  # one event, counted once
-                bursts += ((now, peak, fewest if met and slo_met else 0),)
+                bursts += ((now, peak, fewest, met and slo_met),)
             rising = None
     return BurstMemory(ordered, cold, loads, rising, bursts)

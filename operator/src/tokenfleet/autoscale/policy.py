@@ -294,7 +294,7 @@ def _decide(
         ready=current.ready,
         demand=load,
         per_replica=per_replica,
-        slo_met=slo_met and not a.broke,
+        slo_met=not a.broke,
         scaled_up=desired > current.desired,
         span=span,
         lag=params.learn_settle_seconds,
