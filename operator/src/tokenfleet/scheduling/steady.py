@@ -31,12 +31,16 @@ choices to the saturation value, which keeps plan() on the simulated run.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
 
 TOLERANCE = 1e-6  # the clients held at the answer, relative to the clients given
 ITERATIONS = 100  # a bound only: regula falsi on this smooth curve takes about ten
+
+
+MASS = 1e-9  # the probability left out of a cycle's prompt count distribution
 
 
 class _Cycle(NamedTuple):
@@ -51,36 +55,91 @@ def _cycle(
     decoding = arrivals * (output - 1)
     d = round(decoding)
     context = round(decoding * (prompt + output / 2))
+    if not config.mixed_prefill:
+        return _prefill_batches(config, timer, arrivals, prompt, d, context)
     budget = config.max_num_batched_tokens
     tokens = arrivals * prompt  # prompt tokens per cycle, mean
     # Attention work per prompt token: a prompt's pieces sum to prompt**2 / 2 pairs.
     half = prompt / 2
-    if config.mixed_prefill:
-        room = max(budget - d, 1)  # the decodes come first in a step's budget
-        piece = min(prompt, room)  # a cycle's prompt tokens come in whole pieces
-        fewer = min(int(tokens // piece) * piece, room)
-        more = min(fewer + piece, room)
+    room = max(budget - d, 1)  # the decodes come first in a step's budget
+    piece = min(prompt, room)  # a cycle's prompt tokens come in whole pieces
+    fewer = min(int(tokens // piece) * piece, room)
+    more = min(fewer + piece, room)
 
-        def step(p: int) -> float:
-            return timer.step_seconds(p, d, context, p * half) if p or d else 0.0
-
-    else:
-        piece = min(prompt, budget)
-        fewer = int(tokens // piece) * piece
-        more = fewer + piece
-        decode = timer.step_seconds(0, d, context) if d else 0.0
-
-        def step(p: int) -> float:
-            # Prefill batches of at most `budget` tokens run until no prompt waits.
-            full, rest = divmod(p, budget)
-            batches = full * timer.step_seconds(budget, 0, 0, budget * half) if full else 0.0
-            last = timer.step_seconds(rest, 0, 0, rest * half) if rest else 0.0
-            return decode + batches + last
+    def step(p: int) -> float:
+        return timer.step_seconds(p, d, context, p * half) if p or d else 0.0
 
     low, high = step(fewer), step(more)
     share = (tokens - fewer) / (more - fewer) if more > fewer else 0.0
     share = min(max(share, 0.0), 1.0)
     return _Cycle(low + share * (high - low), high)
+
+
+def _poisson(mean: float) -> list[float]:
+    """P(k), k = 0, 1, ... up to all but MASS of it (log space: no underflow at a large
+    mean)."""
+    probabilities: list[float] = []
+    total = 0.0
+    limit = mean + 40 * math.sqrt(mean) + 40
+    while total < 1 - MASS and len(probabilities) <= limit:
+        k = len(probabilities)
+        p = math.exp(k * math.log(mean) - mean - math.lgamma(k + 1)) if mean > 0 else float(k == 0)
+        probabilities.append(p)
+        total += p
+    return probabilities
+
+
+def _cohort_batches(arrivals: float) -> list[float]:
+    """P(k prompts in one SGLang cycle), k = 0, 1, ...: the clients' second requests (the
+    measured ones) come in cohorts, each the batch their first requests were prefilled in
+    (those prefill together, decode together and finish in the same step), and the first
+    requests' arrivals, independent of the cycle's phase, are Poisson per cycle. So the
+    cohorts are zero-truncated Poisson(arrivals) in size, Poisson(1 - e^-arrivals) in number
+    per cycle, and a cycle's count is their compound (Panjer's recursion)."""
+    first = _poisson(arrivals)
+    cohorts = -math.expm1(-arrivals)  # cohorts per cycle: the first pass's non-empty batches
+    size = [0.0] + [p / cohorts for p in first[1:]]
+    counts = [math.exp(-cohorts)]
+    total = counts[0]
+    limit = 4 * len(first) + 40
+    while total < 1 - MASS and len(counts) <= limit:
+        k = len(counts)
+        tail = sum(j * size[j] * counts[k - j] for j in range(1, min(k, len(size) - 1) + 1))
+        counts.append(cohorts / k * tail)
+        total += counts[-1]
+    return counts
+
+
+def _prefill_batches(
+    config: SchedulerConfig,
+    timer: StepTimer,
+    arrivals: float,
+    prompt: int,
+    d: int,
+    context: int,
+) -> _Cycle:
+    """SGLang's cycle: a decode step plus prefill batches of at most `budget` tokens until
+    no prompt waits. A prefill batch's step time is far from proportional to its prompts
+    (the first prompt loads the weights, and on an MoE model nearly every expert), so the
+    cycle is the mean over the distribution of its prompt count, not over its mean."""
+    budget = config.max_num_batched_tokens
+    half = prompt / 2  # attention work per prompt token: a prompt sums prompt**2 / 2 pairs
+    decode = timer.step_seconds(0, d, context) if d else 0.0
+
+    def step(p: int) -> float:
+        full, rest = divmod(p, budget)
+        batches = full * timer.step_seconds(budget, 0, 0, budget * half) if full else 0.0
+        last = timer.step_seconds(rest, 0, 0, rest * half) if rest else 0.0
+        return decode + batches + last
+
+    if arrivals <= 0:
+        return _Cycle(decode, step(prompt))
+    mean = biased = 0.0
+    for k, p in enumerate(_cohort_batches(arrivals)):
+        seconds = step(k * prompt)
+        mean += p * seconds
+        biased += k * p * seconds  # the cycle a given prompt is prefilled in: size-biased
+    return _Cycle(mean, biased / arrivals)
 
 
 def closed_loop_rate(
