@@ -55,24 +55,43 @@ def _cycle(
     decoding = arrivals * (output - 1)
     d = round(decoding)
     context = round(decoding * (prompt + output / 2))
-    if not config.mixed_prefill:
-        return _prefill_batches(config, timer, arrivals, prompt, d, context)
     budget = config.max_num_batched_tokens
+    if not config.mixed_prefill and prompt <= budget:
+        return _prefill_batches(config, timer, arrivals, prompt, d, context)
     tokens = arrivals * prompt  # prompt tokens per cycle, mean
     # Attention work per prompt token: a prompt's pieces sum to prompt**2 / 2 pairs.
     half = prompt / 2
-    room = max(budget - d, 1)  # the decodes come first in a step's budget
-    piece = min(prompt, room)  # a cycle's prompt tokens come in whole pieces
-    fewer = min(int(tokens // piece) * piece, room)
-    more = min(fewer + piece, room)
+    if config.mixed_prefill:
+        room = max(budget - d, 1)  # the decodes come first in a step's budget
+        piece = min(prompt, room)  # a cycle's prompt tokens come in whole pieces
+        fewer = min(int(tokens // piece) * piece, room)
+        more = min(fewer + piece, room)
 
-    def step(p: int) -> float:
-        return timer.step_seconds(p, d, context, p * half) if p or d else 0.0
+        def step(p: int) -> float:
+            return timer.step_seconds(p, d, context, p * half) if p or d else 0.0
+
+    else:
+        # A prompt longer than the budget chains its prefill batches, and the prompts that
+        # arrive meanwhile join the chain (no decode step runs until no prompt waits): the
+        # cycle's prompt tokens flow through full batches, spread evenly over the cycles.
+        fewer = int(tokens // budget) * budget
+        more = fewer + budget
+        decode = timer.step_seconds(0, d, context) if d else 0.0
+
+        def step(p: int) -> float:
+            return decode + _prefill_seconds(timer, p, budget, half)
 
     low, high = step(fewer), step(more)
     share = (tokens - fewer) / (more - fewer) if more > fewer else 0.0
     share = min(max(share, 0.0), 1.0)
     return _Cycle(low + share * (high - low), high)
+
+
+def _prefill_seconds(timer: StepTimer, tokens: int, budget: int, half: float) -> float:
+    """SGLang's prefill batches of at most `budget` tokens, run until no prompt waits."""
+    full, rest = divmod(tokens, budget)
+    batches = full * timer.step_seconds(budget, 0, 0, budget * half) if full else 0.0
+    return batches + (timer.step_seconds(rest, 0, 0, rest * half) if rest else 0.0)
 
 
 def _poisson(mean: float) -> list[float]:
@@ -127,10 +146,7 @@ def _prefill_batches(
     decode = timer.step_seconds(0, d, context) if d else 0.0
 
     def step(p: int) -> float:
-        full, rest = divmod(p, budget)
-        batches = full * timer.step_seconds(budget, 0, 0, budget * half) if full else 0.0
-        last = timer.step_seconds(rest, 0, 0, rest * half) if rest else 0.0
-        return decode + batches + last
+        return decode + _prefill_seconds(timer, p, budget, half)
 
     if arrivals <= 0:
         return _Cycle(decode, step(prompt))
