@@ -36,6 +36,7 @@ import json
 import os
 import statistics
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -110,6 +111,7 @@ def runs(held_out: bool) -> None:
         splits.append(("held out", tuple(g for g in GPUS if g not in DEV)))
     for name, gpus in splits:
         errors: list[float] = []
+        cpu: list[float] = []
         simulated = 0
         worst: tuple[float, Any] = (0.0, None)
         for model in MODELS:
@@ -118,12 +120,15 @@ def runs(held_out: bool) -> None:
                     req = PlanRequest(arch=load_model(model), gpu=get_gpu(gpu), **workload)
                     for timer, replica, slots, i, o in _busy_runs(req):
                         sim = load.closed(timer, replica, slots, i, o).requests_per_second
+                        start = time.process_time()
                         est, estimated = estimate(timer, replica, slots, i, o)
+                        seconds = time.process_time() - start
                         if not estimated:
                             simulated += 1
                             continue
                         err = est / sim - 1
                         errors.append(abs(err))
+                        cpu.append(seconds)
                         if abs(err) > abs(worst[0]):
                             worst = (err, [model, gpu, workload, slots])
         inside = sum(e <= WITHIN for e in errors)
@@ -132,7 +137,8 @@ def runs(held_out: bool) -> None:
             f"{name}: {total} every-slot-busy runs, {simulated} simulated (could preempt); "
             f"estimated {len(errors)}: |error| median {statistics.median(errors):.2%}, "
             f"p90 {_q(errors, 0.9):.2%}, max {worst[0]:+.2%} at {worst[1]}; within "
-            f"{WITHIN:.0%}: {inside + simulated} of {total} ({(inside + simulated) / total:.1%})"
+            f"{WITHIN:.0%}: {inside + simulated} of {total} ({(inside + simulated) / total:.1%}); "
+            f"estimate CPU median {statistics.median(cpu) * 1e3:.3f} ms"
         )
 
 
