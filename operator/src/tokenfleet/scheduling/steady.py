@@ -23,7 +23,7 @@ not the step time of a mean composition (a step is memory-bound until its tokens
 compute-bound). On SGLang, prompts that fit one batch come back in cohorts instead (those
 prefilled together finish together), and a prefill batch costs nearly as much for one
 prompt as for several (the weights, on an MoE model nearly every expert, are read once per
-batch): the cycle is the mean over the distribution of its prompt count (_cohort_batches).
+batch): the cycle is the mean over the distribution of its prompt count (_cohorts).
 The right-hand side falls as X rises, so the fixed point is unique; it is found by regula
 falsi.
 
@@ -46,7 +46,7 @@ TOLERANCE = 1e-6  # the clients held at the answer, relative to the clients give
 ITERATIONS = 100  # a bound only: regula falsi on this smooth curve takes about ten
 
 
-MASS = 1e-9  # the probability left out of a cycle's prompt count distribution
+MASS = 1e-9  # the probability left out of a cycle's cohort count distribution
 
 
 class _Cycle(NamedTuple):
@@ -100,39 +100,18 @@ def _prefill_seconds(timer: StepTimer, tokens: int, budget: int, half: float) ->
     return batches + (timer.step_seconds(rest, 0, 0, rest * half) if rest else 0.0)
 
 
-def _poisson(mean: float) -> list[float]:
-    """P(k), k = 0, 1, ... up to all but MASS of it (log space: no underflow at a large
-    mean)."""
-    probabilities: list[float] = []
-    total = 0.0
-    limit = mean + 40 * math.sqrt(mean) + 40
-    while total < 1 - MASS and len(probabilities) <= limit:
-        k = len(probabilities)
-        p = math.exp(k * math.log(mean) - mean - math.lgamma(k + 1)) if mean > 0 else float(k == 0)
-        probabilities.append(p)
-        total += p
-    return probabilities
-
-
-def _cohort_batches(arrivals: float) -> list[float]:
-    """P(k prompts in one SGLang cycle), k = 0, 1, ...: the clients' second requests (the
-    measured ones) come in cohorts, each the batch their first requests were prefilled in
-    (those prefill together, decode together and finish in the same step), and the first
-    requests' arrivals, independent of the cycle's phase, are Poisson per cycle. So the
-    cohorts are zero-truncated Poisson(arrivals) in size, Poisson(1 - e^-arrivals) in number
-    per cycle, and a cycle's count is their compound (Panjer's recursion)."""
-    first = _poisson(arrivals)
-    cohorts = -math.expm1(-arrivals)  # cohorts per cycle: the first pass's non-empty batches
-    size = [0.0] + [p / cohorts for p in first[1:]]
+def _cohorts(arrivals: float) -> tuple[list[float], float]:
+    """(P(m cohorts in one SGLang cycle), m = 0, 1, ...; the prompts of a cohort, mean).
+    The clients' second requests (the measured ones) come back in cohorts, each the batch
+    their first requests were prefilled in (those prefill together, decode together and
+    finish in the same step); the first requests' arrivals, independent of the cycle's
+    phase, are Poisson per cycle. So the cohorts are the first pass's non-empty batches:
+    Poisson(1 - e^-arrivals) per cycle, of zero-truncated Poisson(arrivals) size."""
+    cohorts = -math.expm1(-arrivals)  # at most one per cycle on average
     counts = [math.exp(-cohorts)]
-    total = counts[0]
-    limit = 4 * len(first) + 40
-    while total < 1 - MASS and len(counts) <= limit:
-        k = len(counts)
-        tail = sum(j * size[j] * counts[k - j] for j in range(1, min(k, len(size) - 1) + 1))
-        counts.append(cohorts / k * tail)
-        total += counts[-1]
-    return counts
+    while sum(counts) < 1 - MASS:
+        counts.append(counts[-1] * cohorts / len(counts))
+    return counts, arrivals / cohorts
 
 
 def _prefill_batches(
@@ -146,21 +125,26 @@ def _prefill_batches(
     """SGLang's cycle: a decode step plus prefill batches of at most `budget` tokens until
     no prompt waits. A prefill batch's step time is far from proportional to its prompts
     (the first prompt loads the weights, and on an MoE model nearly every expert), so the
-    cycle is the mean over the distribution of its prompt count, not over its mean."""
+    cycle is the mean over the count of cohorts in it; the prompts of m cohorts are taken
+    as the two compositions around their mean, like a vLLM cycle's."""
     budget = config.max_num_batched_tokens
     half = prompt / 2  # attention work per prompt token: a prompt sums prompt**2 / 2 pairs
     decode = timer.step_seconds(0, d, context) if d else 0.0
 
-    def step(p: int) -> float:
-        return decode + _prefill_seconds(timer, p, budget, half)
+    def step(prompts: int) -> float:
+        return decode + _prefill_seconds(timer, prompts * prompt, budget, half)
 
     if arrivals <= 0:
-        return _Cycle(decode, step(prompt))
+        return _Cycle(decode, step(1))
+    counts, size = _cohorts(arrivals)
     mean = biased = 0.0
-    for k, p in enumerate(_cohort_batches(arrivals)):
-        seconds = step(k * prompt)
+    for m, p in enumerate(counts):
+        prompts = m * size
+        fewer = int(prompts)
+        share = prompts - fewer
+        seconds = step(fewer) + (share * (step(fewer + 1) - step(fewer)) if share else 0.0)
         mean += p * seconds
-        biased += k * p * seconds  # the cycle a given prompt is prefilled in: size-biased
+        biased += prompts * p * seconds  # the cycle a given prompt is prefilled in
     return _Cycle(mean, biased / arrivals)
 
 
