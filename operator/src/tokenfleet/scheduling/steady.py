@@ -21,15 +21,14 @@ prompt exceeds the budget), so cycles carry either the fewer or the more of the 
 around their mean: the step times are those of the two compositions, weighted to the mean,
 not the step time of a mean composition (a step is memory-bound until its tokens make it
 compute-bound). On SGLang, prompts that fit one batch come back in cohorts instead (those
-prefilled together finish together), and a prefill batch costs nearly as much for one
-prompt as for several (the weights, on an MoE model nearly every expert, are read once per
-batch): the cycle is the mean over the distribution of its prompt count (_cohorts).
-The right-hand side falls as X rises, so the fixed point is unique; it is found by regula
-falsi.
+prefilled together finish together), and a prefill batch of two prompts costs far less
+than two of one (the weights, on an MoE model nearly every expert, are read once per
+batch): the cycle is the mean over the count of cohorts in it (_cohorts). The right-hand
+side falls as X rises, so the fixed point is unique; it is found by regula falsi.
 
 What it leaves out: preemption, long_prefill_token_threshold, and how far a deterministic
 loop's cohorts merge beyond the first pass (on SGLang with short requests the clients fall
-into step, and the estimate falls short of the simulated loop by up to a quarter). Its
+into step, and the estimate falls short of the simulated loop by up to 27%). Its
 unit tests compare it with closed_loop; the planning benchmarks measure it on plan()'s
 every-slot-busy runs, and the sensitivity of plan()'s choices to the saturation value,
 which keeps plan() on the simulated run.
