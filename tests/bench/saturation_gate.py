@@ -5,6 +5,7 @@ closed loop, and plan()'s sensitivity to the saturation value, over plan_cases.p
     python tests/bench/saturation_gate.py runs all         # ... with the held-out GPUs
     python tests/bench/saturation_gate.py perturb 0.001 > p.jsonl  # saturation x 1.001
     python tests/bench/saturation_gate.py compare old.jsonl new.jsonl
+    python tests/bench/saturation_gate.py loops            # SGLang's 64-client loops
 
 `runs` takes every every-slot-busy run a cold plan() of the cases makes (search_start with
 more slots than the target concurrency) and compares closed()'s requests_per_second with
@@ -13,6 +14,11 @@ scheduling/steady.py, except where the run could preempt (its clients' requests,
 length on SGLang and at half their output on vLLM, overfill its KV cache) or caps prompt
 pieces: those are simulated (counted apart). The l4 and h100-sxm cases are the
 development set; `all` adds a100-80gb and h200, held out.
+
+`loops` compares the estimate with the simulation on the closed loops of
+test_steady.py's catalog cases (64 clients, plan()'s own layout and limits) for SGLang,
+over more models, GPUs and request shapes than that table: the regime where prefill
+batches run apart from the decodes, per shape.
 
 `perturb DELTA` prints plan_cases.py's rows with the simulated saturation scaled by
 1 + DELTA (the goodput search's guess, probe and ceiling follow it): how far the plans of
@@ -30,6 +36,7 @@ import json
 import os
 import statistics
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -104,6 +111,7 @@ def runs(held_out: bool) -> None:
         splits.append(("held out", tuple(g for g in GPUS if g not in DEV)))
     for name, gpus in splits:
         errors: list[float] = []
+        cpu: list[float] = []
         simulated = 0
         worst: tuple[float, Any] = (0.0, None)
         for model in MODELS:
@@ -112,12 +120,15 @@ def runs(held_out: bool) -> None:
                     req = PlanRequest(arch=load_model(model), gpu=get_gpu(gpu), **workload)
                     for timer, replica, slots, i, o in _busy_runs(req):
                         sim = load.closed(timer, replica, slots, i, o).requests_per_second
+                        start = time.process_time()
                         est, estimated = estimate(timer, replica, slots, i, o)
+                        seconds = time.process_time() - start
                         if not estimated:
                             simulated += 1
                             continue
                         err = est / sim - 1
                         errors.append(abs(err))
+                        cpu.append(seconds)
                         if abs(err) > abs(worst[0]):
                             worst = (err, [model, gpu, workload, slots])
         inside = sum(e <= WITHIN for e in errors)
@@ -126,7 +137,64 @@ def runs(held_out: bool) -> None:
             f"{name}: {total} every-slot-busy runs, {simulated} simulated (could preempt); "
             f"estimated {len(errors)}: |error| median {statistics.median(errors):.2%}, "
             f"p90 {_q(errors, 0.9):.2%}, max {worst[0]:+.2%} at {worst[1]}; within "
-            f"{WITHIN:.0%}: {inside + simulated} of {total} ({(inside + simulated) / total:.1%})"
+            f"{WITHIN:.0%}: {inside + simulated} of {total} ({(inside + simulated) / total:.1%}); "
+            f"estimate CPU median {statistics.median(cpu) * 1e3:.3f} ms"
+        )
+
+
+LOOP_MODELS = (
+    "Qwen/Qwen3-30B-A3B",
+    "openai/gpt-oss-120b",
+    "meta-llama/Llama-3.1-8B",
+    "mistralai/Mixtral-8x7B-v0.1",
+    "Qwen/Qwen2.5-7B",
+)
+LOOP_SHAPES = ((256, 64), (512, 128), (1024, 256), (2048, 300))
+
+
+def loops() -> None:
+    from tokenfleet.capacity import step_model
+    from tokenfleet.capacity.overheads import request_overhead_s
+    from tokenfleet.scheduling.core import SchedulerConfig
+    from tokenfleet.scheduling.steady import closed_loop_rate
+    from tokenfleet.scheduling.virtual import closed_loop
+
+    for i, o in LOOP_SHAPES:
+        errors: list[float] = []
+        for model in LOOP_MODELS:
+            for gpu in GPUS:
+                req = PlanRequest(
+                    arch=load_model(model),
+                    gpu=get_gpu(gpu),
+                    engine="sglang",
+                    input_tokens=i,
+                    output_tokens=o,
+                )
+                try:
+                    p = plan(req)
+                    clients = min(64, p.max_num_seqs, p.kv_cache_tokens // (i + o + 16))
+                    config = SchedulerConfig(
+                        kv_cache_tokens=p.kv_cache_tokens,
+                        max_num_seqs=p.max_num_seqs,
+                        max_num_batched_tokens=p.max_num_batched_tokens,
+                        max_model_len=p.max_model_len,
+                        block_size=1,
+                        mixed_prefill=False,
+                    )
+                    timer = step_model(p)
+                    h = request_overhead_s("sglang", i)
+                    measured = max(32, clients // 2)
+                    sim = closed_loop(
+                        config, timer, clients, [(i, o)], measured, request_overhead=h
+                    )
+                except (PlanError, ValueError):
+                    continue  # no plan, or no KV cache for a full-length request
+                est = closed_loop_rate(config, timer, clients, i, o, h)
+                errors.append(est / sim.requests_per_second - 1)
+        inside = sum(abs(e) <= WITHIN for e in errors)
+        print(
+            f"{i}/{o} tokens: {len(errors)} loops, within {WITHIN:.0%}: {inside}; error median "
+            f"{statistics.median(errors):+.2%}, |error| max {max(map(abs, errors)):.2%}"
         )
 
 
@@ -221,6 +289,8 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["runs"] and args[1:] in ([], ["all"]):
         runs(args[1:] == ["all"])
+    elif args == ["loops"]:
+        loops()
     elif len(args) == 2 and args[0] == "perturb":
         perturb(float(args[1]))
     elif len(args) == 3 and args[0] == "compare":

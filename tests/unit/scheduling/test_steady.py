@@ -7,13 +7,15 @@ request spends outside the engine."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from step_timers import Roofline
 
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model, plan, step_model
 from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
-from tokenfleet.scheduling.steady import closed_loop_rate
+from tokenfleet.scheduling.steady import _cohorts, closed_loop_rate
 from tokenfleet.scheduling.virtual import closed_loop
 
 TOLERANCE = 0.05
@@ -114,3 +116,16 @@ def test_the_token_budget_caps_the_throughput() -> None:
     step = ROOF.step_seconds(512, 0, 0)
     assert budget_bound <= 512 / 2000 / step
     assert closed_loop_rate(config, ROOF, 60, 2000, 40) == pytest.approx(budget_bound)
+
+
+@pytest.mark.parametrize("arrivals", [0.05, 0.5, 2.0, 12.0, 700.0])
+def test_a_cycles_prompts_keep_their_mean_and_cluster(arrivals: float) -> None:
+    """SGLang's prompts per cycle: the first pass's prefill batches come back as cohorts, so
+    the count keeps the mean of the arrivals but more cycles have none than independent
+    arrivals (Poisson) would leave empty, at a bounded cost whatever the arrivals."""
+    counts, size = _cohorts(arrivals)
+    assert len(counts) < 20
+    assert sum(counts) == pytest.approx(1, abs=1e-8)
+    assert sum(m * p for m, p in enumerate(counts)) * size == pytest.approx(arrivals, rel=1e-6)
+    assert size >= 1
+    assert counts[0] > math.exp(-arrivals)
