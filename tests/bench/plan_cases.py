@@ -43,28 +43,34 @@ WORKLOADS: list[dict[str, Any]] = [
 
 
 def run() -> None:
-    from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load, load_model, plan
-
     for model in MODELS:
         for gpu in GPUS:
             for workload in WORKLOADS:
-                req = PlanRequest(arch=load_model(model), gpu=get_gpu(gpu), **workload)
-                load.clear_caches()
                 start = time.process_time()
-                row: dict[str, Any]
-                try:
-                    p = plan(req)
-                    row = {
-                        "tp": p.tensor_parallel_size,
-                        "pp": p.pipeline_parallel_size,
-                        "reason": p.reason,
-                        "pred": dataclasses.asdict(p.predicted),
-                    }
-                except PlanError as e:
-                    row = {"error": str(e)}
-                row["case"] = [model, gpu, workload]
+                row = plan_row(model, gpu, workload)
                 row["ms"] = (time.process_time() - start) * 1e3
                 print(json.dumps(row), flush=True)
+
+
+def plan_row(model: str, gpu: str, workload: dict[str, Any]) -> dict[str, Any]:
+    """One case's cold plan as a dump row (without its time)."""
+    from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load, load_model, plan
+
+    req = PlanRequest(arch=load_model(model), gpu=get_gpu(gpu), **workload)
+    load.clear_caches()
+    row: dict[str, Any]
+    try:
+        p = plan(req)
+        row = {
+            "tp": p.tensor_parallel_size,
+            "pp": p.pipeline_parallel_size,
+            "reason": p.reason,
+            "pred": dataclasses.asdict(p.predicted),
+        }
+    except PlanError as e:
+        row = {"error": str(e)}
+    row["case"] = [model, gpu, workload]
+    return row
 
 
 def compare(old_path: str, new_path: str) -> None:

@@ -31,7 +31,6 @@ the goodput drift (median, p90, max) and the saturation change where the layout 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import statistics
@@ -42,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from plan_cases import GPUS, MODELS, WORKLOADS
+from plan_cases import GPUS, MODELS, WORKLOADS, plan_row
 
 from tokenfleet.capacity import (
     PlanError,
@@ -218,20 +217,7 @@ def perturb(delta: float) -> None:
     for model in MODELS:
         for gpu in GPUS:
             for workload in WORKLOADS:
-                req = PlanRequest(arch=load_model(model), gpu=get_gpu(gpu), **workload)
-                load.clear_caches()
-                row: dict[str, Any]
-                try:
-                    p = plan(req)
-                    row = {
-                        "tp": p.tensor_parallel_size,
-                        "pp": p.pipeline_parallel_size,
-                        "reason": p.reason,
-                        "pred": dataclasses.asdict(p.predicted),
-                    }
-                except PlanError as e:
-                    row = {"error": str(e)}
-                row["case"] = [model, gpu, workload]
+                row = plan_row(model, gpu, workload)
                 row["ms"] = 0.0
                 print(json.dumps(row), flush=True)
 
