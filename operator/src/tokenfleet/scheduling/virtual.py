@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from operator import itemgetter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import cast
@@ -65,10 +66,15 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[index]
 
 
+_first = itemgetter(0)
+
+
 def _weighted_median(samples: list[tuple[float, float]]) -> float:
     if not samples:
         return 0.0
-    samples.sort()
+    # By value alone (a float key sorts faster than tuples): equal values return the same
+    # value wherever the running weight crosses half among them.
+    samples.sort(key=_first)
     half = sum(w for _, w in samples) / 2
     acc = 0.0
     for value, weight in samples:
@@ -218,16 +224,19 @@ def closed_loop(
     # is done, so each counted request saw the full load.
     issued = c
     counted: list[SimRequest] = []
+    to_count: set[int] = set()  # id() of the requests sent c-th to (c + measured - 1)-th
     pending_counted = measured
     steps = 0
     while pending_counted > 0 and steps < max_steps:
         steps += 1
         finished = run.advance(max_steps)
         for request in finished:
-            if c <= int(request.request_id[1:]) < c + measured:
+            if id(request) in to_count:
                 counted.append(request)
                 pending_counted -= 1
-            run.arrive(run.now + request_overhead, shapes[issued % len(shapes)])
+            sent = run.arrive(run.now + request_overhead, shapes[issued % len(shapes)])
+            if issued < c + measured:
+                to_count.add(id(sent))
             issued += 1
         if not finished and run.scheduler.idle and not run.pending:
             break
