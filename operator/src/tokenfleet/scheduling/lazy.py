@@ -137,7 +137,9 @@ class LazyScheduler(Scheduler):
         if prefill_only:
             n = 0  # SGLang's prefill batch: the decoders wait, untouched (no tick)
         lazy_blocks = self._phase[self.tick % size] if n else 0
-        cap = cfg.prefill_cap(len(self._lazy) + len(self._active) + len(self.waiting))
+        cap = budget  # prefill_cap without the call where no threshold is set (the rule)
+        if cfg.long_prefill_token_threshold > 0:
+            cap = cfg.prefill_cap(len(self._lazy) + len(self._active) + len(self.waiting))
         # Plan the active requests' pieces (in running order, after the decoders) without
         # touching anything, then check the eager scheduler would have done the same.
         plan: list[tuple[SimRequest, int, int]] = []  # (request, new tokens, blocks needed)
@@ -362,9 +364,10 @@ class LazyScheduler(Scheduler):
         waiting = self.waiting
         if waiting and n < cfg.max_num_seqs:
             budget = cfg.max_num_batched_tokens - (n if cfg.mixed_prefill else 0)
-            cap = cfg.prefill_cap(n + len(waiting))
-            if cap < budget:
-                budget = cap
+            if cfg.long_prefill_token_threshold > 0:
+                cap = cfg.prefill_cap(n + len(waiting))
+                if cap < budget:
+                    budget = cap
             head = waiting[0]  # SchedulerConfig.piece_fits, inlined
             computed = head.num_computed
             new = head.prompt_tokens + head.output_tokens - computed
