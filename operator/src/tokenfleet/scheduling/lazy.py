@@ -292,12 +292,20 @@ class LazyScheduler(Scheduler):
         self._active = keep
 
     def complete(self, step: ScheduledStep) -> StepOutcome:
+        end, sampled, finished = self.finish_step(step)
+        return StepOutcome(end, tuple(sampled), tuple(finished))
+
+    def finish_step(
+        self, step: ScheduledStep
+    ) -> tuple[float, list[SimRequest], list[SimRequest]]:
+        """complete() without the record: (end, sampled, finished) as lists. The virtual
+        runs call it on every step and need only the end and the finished."""
         if self._eager_mode:
             outcome = super().complete(step)
             self.tick += 1
             self._last_end = outcome.end
             self._leave_eager_mode()
-            return outcome
+            return outcome.end, list(outcome.sampled), list(outcome.finished)
         end = step.start + step.duration  # step.end, without the property call
         if step.decode_seqs:  # the decoders took their token (not in a prefill batch)
             self.tick += 1
@@ -335,7 +343,7 @@ class LazyScheduler(Scheduler):
             self._orders.pop(request, None)
         if self._active:
             self._repartition()
-        return StepOutcome(end, tuple(sampled), tuple(finished))
+        return end, sampled, finished
 
     def _pop_finished(self, end: float) -> list[SimRequest]:
         """Decoders whose last token came at this tick (their orders kept for sorting)."""

@@ -143,9 +143,12 @@ class _Run:
             if pending:
                 self.now = pending[0][0]
             return []
-        outcome = scheduler.complete(step)
         if step.decode_seqs:
             self.itl.append((step.duration, step.decode_seqs))
+        if lazy is not None:
+            self.now, _, finished = lazy.finish_step(step)
+            return finished
+        outcome = scheduler.complete(step)
         self.now = outcome.end
         return list(outcome.finished)
 
