@@ -115,7 +115,7 @@ class _Run:
         self.count += 1
         return request
 
-    def advance(self, max_steps: int) -> list[SimRequest]:
+    def advance(self, max_steps: int) -> Sequence[SimRequest]:
         """One step (or a fast-forward) at the current time; returns requests that finished.
         Empty and idle with nothing pending means the run is over."""
         scheduler, pending, lazy = self.scheduler, self.pending, self.lazy
@@ -130,19 +130,19 @@ class _Run:
                 self.itl.append(((jump.first_duration + jump.last_duration) / 2,
                                  jump.steps * jump.decode_seqs))  # fmt: skip
                 self.now = jump.end
-                return list(jump.finished)
+                return jump.finished
         else:
             chunks = lazy.prefill_forward(now)
             if chunks is not None:
                 if chunks.decode_seqs:
                     self.itl.extend((d, chunks.decode_seqs) for d in chunks.durations)
                 self.now = chunks.end
-                return list(chunks.finished)
+                return chunks.finished
         step = scheduler.schedule(now)
         if step is None:
             if pending:
                 self.now = pending[0][0]
-            return []
+            return ()
         if step.decode_seqs:
             self.itl.append((step.duration, step.decode_seqs))
         if lazy is not None:
@@ -150,7 +150,7 @@ class _Run:
             return finished
         outcome = scheduler.complete(step)
         self.now = outcome.end
-        return list(outcome.finished)
+        return outcome.finished
 
     def meets_slo(self, r: SimRequest) -> bool:
         if self.slo is None:
