@@ -295,9 +295,7 @@ class LazyScheduler(Scheduler):
         end, sampled, finished = self.finish_step(step)
         return StepOutcome(end, tuple(sampled), tuple(finished))
 
-    def finish_step(
-        self, step: ScheduledStep
-    ) -> tuple[float, list[SimRequest], list[SimRequest]]:
+    def finish_step(self, step: ScheduledStep) -> tuple[float, list[SimRequest], list[SimRequest]]:
         """complete() without the record: (end, sampled, finished) as lists. The virtual
         runs call it on every step and need only the end and the finished."""
         if self._eager_mode:

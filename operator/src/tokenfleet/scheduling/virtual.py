@@ -18,9 +18,9 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from operator import itemgetter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import cast
 
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
