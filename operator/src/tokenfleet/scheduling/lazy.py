@@ -137,7 +137,9 @@ class LazyScheduler(Scheduler):
         if prefill_only:
             n = 0  # SGLang's prefill batch: the decoders wait, untouched (no tick)
         lazy_blocks = self._phase[self.tick % size] if n else 0
-        cap = cfg.prefill_cap(len(self._lazy) + len(self._active) + len(self.waiting))
+        cap = budget  # prefill_cap without the call where no threshold is set (the rule)
+        if cfg.long_prefill_token_threshold > 0:
+            cap = cfg.prefill_cap(len(self._lazy) + len(self._active) + len(self.waiting))
         # Plan the active requests' pieces (in running order, after the decoders) without
         # touching anything, then check the eager scheduler would have done the same.
         plan: list[tuple[SimRequest, int, int]] = []  # (request, new tokens, blocks needed)
@@ -290,12 +292,18 @@ class LazyScheduler(Scheduler):
         self._active = keep
 
     def complete(self, step: ScheduledStep) -> StepOutcome:
+        end, sampled, finished = self.finish_step(step)
+        return StepOutcome(end, tuple(sampled), tuple(finished))
+
+    def finish_step(self, step: ScheduledStep) -> tuple[float, list[SimRequest], list[SimRequest]]:
+        """complete() without the record: (end, sampled, finished) as lists. The virtual
+        runs call it on every step and need only the end and the finished."""
         if self._eager_mode:
             outcome = super().complete(step)
             self.tick += 1
             self._last_end = outcome.end
             self._leave_eager_mode()
-            return outcome
+            return outcome.end, list(outcome.sampled), list(outcome.finished)
         end = step.start + step.duration  # step.end, without the property call
         if step.decode_seqs:  # the decoders took their token (not in a prefill batch)
             self.tick += 1
@@ -333,7 +341,7 @@ class LazyScheduler(Scheduler):
             self._orders.pop(request, None)
         if self._active:
             self._repartition()
-        return StepOutcome(end, tuple(sampled), tuple(finished))
+        return end, sampled, finished
 
     def _pop_finished(self, end: float) -> list[SimRequest]:
         """Decoders whose last token came at this tick (their orders kept for sorting)."""
@@ -362,9 +370,10 @@ class LazyScheduler(Scheduler):
         waiting = self.waiting
         if waiting and n < cfg.max_num_seqs:
             budget = cfg.max_num_batched_tokens - (n if cfg.mixed_prefill else 0)
-            cap = cfg.prefill_cap(n + len(waiting))
-            if cap < budget:
-                budget = cap
+            if cfg.long_prefill_token_threshold > 0:
+                cap = cfg.prefill_cap(n + len(waiting))
+                if cap < budget:
+                    budget = cap
             head = waiting[0]  # SchedulerConfig.piece_fits, inlined
             computed = head.num_computed
             new = head.prompt_tokens + head.output_tokens - computed

@@ -20,6 +20,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import cast
 
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
@@ -65,10 +66,15 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[index]
 
 
+_first = itemgetter(0)
+
+
 def _weighted_median(samples: list[tuple[float, float]]) -> float:
     if not samples:
         return 0.0
-    samples.sort()
+    # By value alone (a float key sorts faster than tuples): equal values return the same
+    # value wherever the running weight crosses half among them.
+    samples.sort(key=_first)
     half = sum(w for _, w in samples) / 2
     acc = 0.0
     for value, weight in samples:
@@ -109,7 +115,7 @@ class _Run:
         self.count += 1
         return request
 
-    def advance(self, max_steps: int) -> list[SimRequest]:
+    def advance(self, max_steps: int) -> Sequence[SimRequest]:
         """One step (or a fast-forward) at the current time; returns requests that finished.
         Empty and idle with nothing pending means the run is over."""
         scheduler, pending, lazy = self.scheduler, self.pending, self.lazy
@@ -124,24 +130,27 @@ class _Run:
                 self.itl.append(((jump.first_duration + jump.last_duration) / 2,
                                  jump.steps * jump.decode_seqs))  # fmt: skip
                 self.now = jump.end
-                return list(jump.finished)
+                return jump.finished
         else:
             chunks = lazy.prefill_forward(now)
             if chunks is not None:
                 if chunks.decode_seqs:
                     self.itl.extend((d, chunks.decode_seqs) for d in chunks.durations)
                 self.now = chunks.end
-                return list(chunks.finished)
+                return chunks.finished
         step = scheduler.schedule(now)
         if step is None:
             if pending:
                 self.now = pending[0][0]
-            return []
-        outcome = scheduler.complete(step)
+            return ()
         if step.decode_seqs:
             self.itl.append((step.duration, step.decode_seqs))
+        if lazy is not None:
+            self.now, _, finished = lazy.finish_step(step)
+            return finished
+        outcome = scheduler.complete(step)
         self.now = outcome.end
-        return list(outcome.finished)
+        return outcome.finished
 
     def meets_slo(self, r: SimRequest) -> bool:
         if self.slo is None:
@@ -218,16 +227,19 @@ def closed_loop(
     # is done, so each counted request saw the full load.
     issued = c
     counted: list[SimRequest] = []
+    to_count: set[int] = set()  # id() of the requests sent c-th to (c + measured - 1)-th
     pending_counted = measured
     steps = 0
     while pending_counted > 0 and steps < max_steps:
         steps += 1
         finished = run.advance(max_steps)
         for request in finished:
-            if c <= int(request.request_id[1:]) < c + measured:
+            if id(request) in to_count:
                 counted.append(request)
                 pending_counted -= 1
-            run.arrive(run.now + request_overhead, shapes[issued % len(shapes)])
+            sent = run.arrive(run.now + request_overhead, shapes[issued % len(shapes)])
+            if issued < c + measured:
+                to_count.add(id(sent))
             issued += 1
         if not finished and run.scheduler.idle and not run.pending:
             break
