@@ -59,3 +59,41 @@ def shrinking_trace(seed: int = 0) -> Trace:
     small = onoff_trace(seed, 1800.0, (2.0, 6.0))
     later = (TraceRequest(r.at + 1800.0, r.prompt, r.output) for r in small.requests)
     return Trace("shrinking", (*big.requests, *later), 3600.0)
+
+
+SPIKE_SECONDS, SPIKE_RATES, SPIKE_SHARE = 10.0, (25.0, 35.0), 1 / 3
+QUIET_BURST_RATES = (4.0, 8.0)
+
+
+def spiky_trace(seed: int = 0, duration: float = 3600.0) -> Trace:
+    """On-off bursts whose minutes one replica serves (4-8 req/s), a third of them carrying
+    a 10-second spike of 25-35 req/s (clusters as in the bursts): the spike's long prompts
+    queue for prefill, and the short outputs decoding beside them get steps that carry a
+    full chunk, so TPOT breaks on one replica while the minute's rate stays under its
+    capacity. The calibration trace for bursts that break the SLO without asking the
+    feed-forward for another replica (autoscale/bursts.py)."""
+    base = onoff_trace(seed, duration, QUIET_BURST_RATES)
+    rng = random.Random(f"spiky:{seed}")
+    times: list[float] = []
+    at = rng.uniform(30.0, 120.0)
+    while at < duration:
+        if rng.random() < SPIKE_SHARE:
+            rate, t = rng.uniform(*SPIKE_RATES), at
+            while t < at + SPIKE_SECONDS:
+                t += rng.expovariate(rate / CLUSTER_MEAN)
+                first = t
+                while True:
+                    times.append(first)
+                    if rng.random() <= 1.0 / CLUSTER_MEAN:
+                        break
+                    first += rng.expovariate(1.0 / CLUSTER_GAP_S)
+        at += rng.uniform(90.0, 360.0)
+    extra = []
+    for t in sorted(x for x in times if x < duration):
+        prompt = round(rng.lognormvariate(math.log(PROMPT_MEDIAN), PROMPT_SIGMA))
+        output = round(rng.lognormvariate(math.log(OUTPUT_MEDIAN), OUTPUT_SIGMA))
+        extra.append(
+            TraceRequest(t, min(PROMPT_MAX, max(16, prompt)), min(OUTPUT_MAX, max(1, output)))
+        )
+    merged = sorted((*base.requests, *extra), key=lambda r: r.at)
+    return Trace("spiky", tuple(merged), duration)

@@ -136,3 +136,70 @@ def test_bursts_the_floor_absorbs_keep_it_standing(now: float, replicas: int | N
     memory = BurstMemory(bursts=(*bursts, (1000.0, 8.0, 2, True)))
     standing = floor(memory, 10.0, now, SPAN)
     assert (standing.replicas if standing else None) == replicas
+
+
+def _feed_missed(steps: list[tuple[float, float]], ready: int = 1) -> BurstMemory:
+    """One decision per 15 s at (demand, missed share); the SLO broke where misses > 0.05."""
+    memory = BurstMemory()
+    for i, (demand, missed) in enumerate(steps):
+        memory = observe(
+            memory,
+            now=15.0 * i,
+            ready=ready,
+            demand=demand,
+            per_replica=4.0,
+            slo_met=missed <= 0.05,
+            scaled_up=False,
+            span=SPAN,
+            lag=LAG,
+            default_cold_start=120.0,
+            missed=missed,
+        )
+    return memory
+
+
+CALM = [(0.5, 0.0)] * 20  # 300 s of 0.5 req/s: 150 requests
+SPIKE = [(3.0, 0.3)] * 4  # 3 req/s, 30% missed: 54 misses; one replica's feed-forward load
+
+
+@pytest.mark.parametrize(
+    ("steps", "replicas"),
+    [
+        (CALM + SPIKE + CALM, None),  # one breach is an accident
+        # Two breaches the feed-forward never asked a replica for (3 req/s at 4 per
+        # replica): 54 misses against 1% of the ~330 requests between them. One replica
+        # misses the SLO over that stretch: one more stands.
+        (CALM + SPIKE + CALM + SPIKE + CALM, 2),
+        (CALM + SPIKE + CALM * 8 + SPIKE + CALM, 2),  # 2,400 s apart: still within budget
+        # 6% missed (11 misses a breach) is within 1% of the ~1,400 requests between them.
+        (CALM + [(3.0, 0.06)] * 4 + CALM * 8 + [(3.0, 0.06)] * 4 + CALM, None),
+    ],
+)
+def test_breaches_recur_when_their_misses_exceed_the_error_budget_between_them(
+    steps: list[tuple[float, float]], replicas: int | None
+) -> None:
+    memory = _feed_missed(steps)
+    standing = floor(memory, 5.0, 15.0 * len(steps), SPAN, budget=0.01)
+    assert (standing.replicas if standing else None) == replicas
+    if standing is not None:
+        assert "broke the SLO on 1 replica(s) recurring within the error budget" in (
+            standing.reason()
+        )
+
+
+@pytest.mark.parametrize(("served_since", "replicas"), [(5000.0, 2), (5500.0, None)])
+def test_the_budget_floor_stands_while_the_last_breach_outspends_the_budget_since(
+    served_since: float, replicas: int | None
+) -> None:
+    """54 misses are 1% of 5,400 requests: after that many without a breach, one replica
+    would keep the SLO over the stretch even if the spike came back."""
+    breaks = ((1000.0, 54.0, 1, 3.0), (1330.0, 54.0, 1, 3.0))
+    memory = BurstMemory(breaks=breaks, served=1330.0 + served_since)
+    standing = floor(memory, 5.0, 0.0, SPAN, budget=0.01)
+    assert (standing.replicas if standing else None) == replicas
+
+
+def test_the_budget_floor_is_one_more_than_the_fleets_the_breaches_broke() -> None:
+    breaks = ((1000.0, 54.0, 3, 9.0), (1330.0, 54.0, 2, 9.0))
+    standing = floor(BurstMemory(breaks=breaks, served=1400.0), 5.0, 0.0, SPAN, budget=0.01)
+    assert standing is not None and standing.replicas == 4

@@ -45,6 +45,10 @@ of load often, but never doubles it."""
 Burst = tuple[float, float, int, bool]
 """(ended at, highest demand, fewest replicas ready during it or 0, SLO held throughout)."""
 
+Break = tuple[float, float, int, float]
+"""A rise that broke the SLO: (requests counted when it ended, its misses, fewest replicas
+ready during it, highest demand)."""
+
 
 @dataclass(frozen=True)
 class BurstMemory:
@@ -62,6 +66,14 @@ class BurstMemory:
     the quiet load now under way."""
     bursts: tuple[Burst, ...] = ()
     """The rises that were over within a cold start, of the pattern under way (_chain)."""
+    served: float = 0.0
+    """Requests counted so far (demand x the time between decisions): the error budget's base."""
+    last_at: float | None = None
+    """When the memory was last updated."""
+    rise_misses: float = 0.0
+    """The misses of the rise under way (missed share x demand x the time between decisions)."""
+    breaks: tuple[Break, ...] = ()
+    """The last two rises that broke the SLO (_budget_floor)."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +82,11 @@ class Floor:
     peak: float  # the bursts' demand it is sized for (req/s)
     seen: int  # bursts remembered
     span: float  # seconds remembered: twice (scale-down window + cold start)
+    budget_note: str = ""  # set by _budget_floor: the misses and the budget that made it
 
     def reason(self) -> str:
+        if self.budget_note:
+            return f"standing floor {self.replicas} for {self.budget_note}"
         return (
             f"standing floor {self.replicas} for recurring bursts shorter than a cold start "
             f"({self.seen} in the last {self.span:.0f}s, up to {self.peak:.3g} req/s)"
@@ -94,10 +109,43 @@ def _chain(bursts: tuple[Burst, ...], now: float, span: float) -> tuple[Burst, .
     return tuple(reversed(kept))
 
 
-def floor(memory: BurstMemory, capacity: float, now: float, span: float) -> Floor | None:
+def _budget_floor(memory: BurstMemory, budget: float, span: float) -> Floor | None:
+    """Rises that break the SLO recur *for the SLO* when the later one's misses exceed the
+    error budget of the requests since the earlier one: the fleet they broke misses the SLO
+    over that stretch, however far apart they are in time. The fleet that broke them is
+    then proven too few: the floor is one replica more, and it stands while the last one's
+    misses would still exceed the budget of the requests since (after that, on the fleet it
+    broke, the SLO would hold over the stretch even if the rise came back)."""
+    if budget <= 0 or len(memory.breaks) < RECURRING:
+        return None
+    (before, _, n0, peak0), (after, missed, n1, peak1) = memory.breaks[-2:]
+    if missed <= budget * (after - before) or memory.served - after >= missed / budget:
+        return None
+    note = (
+        f"bursts that broke the SLO on {max(n0, n1)} replica(s) recurring within the error "
+        f"budget ({missed:.0f} misses in the last, {budget * (after - before):.1f} allowed "
+        f"for the {after - before:.0f} requests since the one before, up to "
+        f"{max(peak0, peak1):.3g} req/s)"
+    )
+    return Floor(max(n0, n1) + 1, max(peak0, peak1), RECURRING, 2 * span, note)
+
+
+def floor(
+    memory: BurstMemory, capacity: float, now: float, span: float, budget: float = 0.0
+) -> Floor | None:
     """The standing floor, or None while bursts do not recur (or capacity is unknown).
-    Recurring: two bursts within one span of each other in the pattern under way (_chain);
-    sized for the bursts of its last two spans."""
+    Recurring: two bursts within one span of each other in the pattern under way (_chain),
+    sized for the bursts of its last two spans; or two rises that broke the SLO, the later
+    one's misses beyond the error budget `budget` (1 - the attainment target) of the
+    requests between them (_budget_floor). The larger floor stands."""
+    by_budget = _budget_floor(memory, budget, span)
+    by_span = _span_floor(memory, capacity, now, span)
+    if by_budget is None or (by_span is not None and by_span.replicas >= by_budget.replicas):
+        return by_span
+    return by_budget
+
+
+def _span_floor(memory: BurstMemory, capacity: float, now: float, span: float) -> Floor | None:
     chain = _chain(memory.bursts, now, span)
     times = [b[0] for b in chain]
     if capacity <= 0 or not times:
@@ -131,14 +179,23 @@ def observe(
     span: float,
     lag: float,
     default_cold_start: float,
+    missed: float = 0.0,
 ) -> BurstMemory:
     """Update the memory after a decision. A rise is load at least RISE x the quietest of
     the span for which the feed-forward (at `per_replica`: capacity x targetUtilization)
     orders more replicas than for that quiet load; it is a burst when it is over within a
     cold start plus `lag`. A scale-up is followed to its first ready replica (the cold
     start); it was late, which counts as a burst too, when the fleet that ordered it holds
-    the load by then and the load has at least halved since the order."""
+    the load by then and the load has at least halved since the order. A rise is also load
+    at least RISE x the quietest for which the SLO broke (`slo_met` False; `missed`: the
+    window's missed share): a breach an extra replica fixes, whether or not the
+    feed-forward asks for one."""
     ordered, cold = memory.ordered, memory.cold_start
+    # Requests and misses between decisions (a window's share x its rate, integrated over
+    # time, counts each request once).
+    dt = min(now - memory.last_at, lag) if memory.last_at is not None else 0.0
+    served = memory.served + demand * max(dt, 0.0)
+    rise_misses, breaks = memory.rise_misses, memory.breaks
     bursts = _chain(memory.bursts, now, span)
     if ordered is not None:
         at, ready_then, peak = ordered
@@ -165,19 +222,25 @@ def observe(
         # The policy never runs fewer than one replica: load that one replica serves is no
         # rise, whether the quiet load is a trickle or nothing at all.
         quiet = max(1, math.ceil(low / per_replica - 1e-9))
-        above = math.ceil(demand / per_replica - 1e-9) > quiet
+        doubled = demand >= RISE * low
+        # A breach counts as a rise only at load that doubled: a breach at the quiet load is
+        # not a burst's.
+        above = math.ceil(demand / per_replica - 1e-9) > quiet or (doubled and not slo_met)
         # It takes doubling to start a rise, but only the quiet load's replicas to end it: a
         # saturated fleet's demand swings, and one long overload must not read as bursts.
-        if above and (rising is not None or demand >= RISE * low):
+        if above and (rising is not None or doubled):
             if rising is None:
-                rising = (now, demand, ready, slo_met)
+                rising, rise_misses = (now, demand, ready, slo_met), 0.0
             else:
                 since, peak, fewest, met = rising
                 rising = (since, max(peak, demand), min(fewest, ready), met and slo_met)
+            rise_misses += missed * demand * max(dt, 0.0)
         elif rising is not None:
             since, peak, fewest, met = rising
             short = now - since <= (cold if cold is not None else default_cold_start) + lag
             if short and not any(b[0] >= since for b in bursts):  # one event, counted once
                 bursts += ((now, peak, fewest, met and slo_met),)
-            rising = None
-    return BurstMemory(ordered, cold, loads, rising, bursts)
+            if not (met and slo_met) and fewest > 0:
+                breaks = (*breaks[-(RECURRING - 1) :], (served, rise_misses, fewest, peak))
+            rising, rise_misses = None, 0.0
+    return BurstMemory(ordered, cold, loads, rising, bursts, served, now, rise_misses, breaks)

@@ -247,7 +247,8 @@ def _decide(
             raw, driver = value, name
     cold_start = bursts.cold_start(history.bursts, params.forecast_seconds)
     span = scaling.scale_down_stabilization_seconds + cold_start
-    standing = bursts.floor(history.bursts, capacity.effective, now, span)
+    budget = 1 - spec.slo.attainment  # the fixable view's: what replicas can spend
+    standing = bursts.floor(history.bursts, capacity.effective, now, span, budget)
     if standing is not None and load <= standing.peak:
         # Recurring bursts shorter than a cold start: replicas ordered for one arrive after
         # it, so keep up to the floor that absorbs them instead of chasing past it
@@ -295,6 +296,7 @@ def _decide(
         demand=load,
         per_replica=per_replica,
         slo_met=not a.broke,
+        missed=1 - a.attainment if a.attainment is not None else 0.0,
         scaled_up=desired > current.desired,
         span=span,
         lag=params.learn_settle_seconds,
