@@ -12,8 +12,13 @@ LAG = 60.0
 
 def _feed(loads: list[float], ready: int = 2, slo_met: bool = True) -> BurstMemory:
     """One decision per 15 s at these demands, 4 req/s per replica at targetUtilization."""
+    return _observe_all([(demand, slo_met, 0.0) for demand in loads], ready)
+
+
+def _observe_all(steps: list[tuple[float, bool, float]], ready: int) -> BurstMemory:
+    """One decision per 15 s at each (demand, SLO met, missed share)."""
     memory = BurstMemory()
-    for i, demand in enumerate(loads):
+    for i, (demand, slo_met, missed) in enumerate(steps):
         memory = observe(
             memory,
             now=15.0 * i,
@@ -25,6 +30,7 @@ def _feed(loads: list[float], ready: int = 2, slo_met: bool = True) -> BurstMemo
             span=SPAN,
             lag=LAG,
             default_cold_start=120.0,
+            missed=missed,
         )
     return memory
 
@@ -140,22 +146,7 @@ def test_bursts_the_floor_absorbs_keep_it_standing(now: float, replicas: int | N
 
 def _feed_missed(steps: list[tuple[float, float]], ready: int = 1) -> BurstMemory:
     """One decision per 15 s at (demand, missed share); the SLO broke where misses > 0.05."""
-    memory = BurstMemory()
-    for i, (demand, missed) in enumerate(steps):
-        memory = observe(
-            memory,
-            now=15.0 * i,
-            ready=ready,
-            demand=demand,
-            per_replica=4.0,
-            slo_met=missed <= 0.05,
-            scaled_up=False,
-            span=SPAN,
-            lag=LAG,
-            default_cold_start=120.0,
-            missed=missed,
-        )
-    return memory
+    return _observe_all([(demand, missed <= 0.05, missed) for demand, missed in steps], ready)
 
 
 CALM = [(0.5, 0.0)] * 20  # 300 s of 0.5 req/s: 150 requests
