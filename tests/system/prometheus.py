@@ -21,6 +21,7 @@ module adds what tests need on top: waiting for scrapes, and query errors as ass
 from __future__ import annotations
 
 import contextlib
+import math
 import subprocess
 import time
 from collections.abc import Iterator
@@ -121,6 +122,12 @@ class Prometheus:
             Sample(labels, value)
             for labels, value in instant_samples(self._get("/api/v1/query", params))
         ]
+
+    def first_values(self, selector: str, window_s: float, at: float) -> list[float]:
+        """The first sample of each series `selector` matches in the `window_s` before `at`."""
+        params = {"query": f"{selector}[{math.ceil(window_s)}s]", "time": f"{at:.3f}"}
+        data = self._get("/api/v1/query", params)
+        return [float(series["values"][0][1]) for series in data["result"] if series["values"]]
 
     def scalar(self, promql: str, at: float | None = None) -> float:
         """The single value of a query that must return exactly one sample."""
