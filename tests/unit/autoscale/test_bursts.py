@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tokenfleet.autoscale.bursts import BurstMemory, floor, observe
+from tokenfleet.autoscale.bursts import young as bursts_young
 
 SPAN = 300.0  # scale-down window 180 s + cold start 120 s
 LAG = 60.0
@@ -194,3 +195,19 @@ def test_the_budget_floor_is_one_more_than_the_fleets_the_breaches_broke() -> No
     breaks = ((1000.0, 54.0, 3, 9.0), (1330.0, 54.0, 2, 9.0))
     standing = floor(BurstMemory(breaks=breaks, served=1400.0), 5.0, 0.0, SPAN, budget=0.01)
     assert standing is not None and standing.replicas == 4
+
+
+@pytest.mark.parametrize(
+    ("loads", "young"),
+    [
+        (QUIET, False),  # no rise under way
+        (QUIET + SHORT, True),  # 60 s into it at the next decision: it may still be a burst
+        (QUIET + [8.0] * 12, True),  # 180 s: cold start + window, the last moment
+        (QUIET + LONG, False),  # 210 s: a change of level
+    ],
+)
+def test_a_rise_is_young_until_it_outlasts_a_cold_start_and_the_window(
+    loads: list[float], young: bool
+) -> None:
+    now = 15.0 * len(loads)  # the decision after the last observed one
+    assert bursts_young(_feed(loads), now, 120.0, LAG) is young

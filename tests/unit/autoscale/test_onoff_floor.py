@@ -2,7 +2,7 @@
 L40S at TTFT 500 ms, where no fleet reaches the SLO: the standing floor, sized from the
 fleets that held or broke the bursts, keeps ours within 1.4x the cheapest fixed fleet reaching
 its attainment (without the sizing and the chain of absorbed bursts: 1.43-1.53x; with
-them 1.12-1.36x, tests/bench/bench_onoff_trace.py)."""
+them 1.10-1.15x, tests/bench/bench_onoff_trace.py)."""
 
 from __future__ import annotations
 

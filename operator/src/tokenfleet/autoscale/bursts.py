@@ -97,6 +97,15 @@ def cold_start(memory: BurstMemory, default: float) -> float:
     return memory.cold_start if memory.cold_start is not None else default
 
 
+def young(memory: BurstMemory, now: float, default_cold_start: float, lag: float) -> bool:
+    """Whether the rise under way may still be a burst: not yet older than a cold start plus
+    the signals' window (observe counts it as one if it ends by then). While bursts recur,
+    a replica ordered for such a rise is ready after it, however high it climbs; only once
+    it has outlasted that is it a change of level, which replicas ordered now do serve."""
+    rising = memory.rising
+    return rising is not None and now - rising[0] <= cold_start(memory, default_cold_start) + lag
+
+
 def _chain(bursts: tuple[Burst, ...], now: float, span: float) -> tuple[Burst, ...]:
     """The bursts of the pattern under way: each within two spans of the next, the newest
     within two spans of now (a burst the floor absorbs may not fall back to the quiet load

@@ -249,11 +249,14 @@ def _decide(
     span = scaling.scale_down_stabilization_seconds + cold_start
     budget = 1 - spec.slo.attainment  # the fixable view's: what replicas can spend
     standing = bursts.floor(history.bursts, capacity.effective, now, span, budget)
-    if standing is not None and load <= standing.peak:
+    lag = params.learn_settle_seconds
+    young = bursts.young(history.bursts, now, params.forecast_seconds, lag)
+    if standing is not None and (load <= standing.peak or young):
         # Recurring bursts shorter than a cold start: replicas ordered for one arrive after
         # it, so keep up to the floor that absorbs them instead of chasing past it
-        # (autoscale/bursts.py). The floor only keeps what runs: ordering replicas is
-        # still the other signals' call, under their windows.
+        # (autoscale/bursts.py), also a rise above the bursts seen until it has outlasted
+        # a cold start. The floor only keeps what runs: ordering replicas is still the
+        # other signals' call, under their windows.
         details["burstFloor"] = standing.replicas
         raw, driver = min(standing.replicas, max(raw, current.desired)), "bursts"
     if a.ttft_ratio is not None:
@@ -299,7 +302,7 @@ def _decide(
         missed=1 - a.attainment if a.attainment is not None else 0.0,
         scaled_up=desired > current.desired,
         span=span,
-        lag=params.learn_settle_seconds,
+        lag=lag,
         default_cold_start=params.forecast_seconds,
     )
     history = replace(history, bursts=memory)
