@@ -166,11 +166,21 @@ class Scheduler:
         self.config = config
         self.timer = timer
         self.waiting: deque[SimRequest] = deque()
-        self.running: list[SimRequest] = []
+        self._running: list[SimRequest] = []
         self.free_blocks = config.num_blocks
         self.num_preemptions = 0
         # Per-token timestamps cost memory and time; virtual runs for plan() skip them.
         self.record_token_times = record_token_times
+
+    # A property, not a plain attribute, because LazyScheduler overrides it: compiled (mypyc),
+    # this class's own reads of a plain attribute would skip the override.
+    @property
+    def running(self) -> list[SimRequest]:
+        return self._running
+
+    @running.setter
+    def running(self, value: list[SimRequest]) -> None:
+        self._running = value
 
     # -- state the metrics report ---------------------------------------------------------
     @property

@@ -390,7 +390,8 @@ def open_loop(
     counted = requests - warm
     allowed = math.inf
     if slo is not None and give_up_below is not None:
-        allowed = math.floor((1 - give_up_below) * counted)
+        # float(): compiled (mypyc), a variable typed float holds only floats
+        allowed = float(math.floor((1 - give_up_below) * counted))
     measured_from = {id(r) for r in arrivals[warm:]}
     bad = 0
     late: set[int] = set()  # measured, counted bad for their TTFT before they finished
