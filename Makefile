@@ -12,7 +12,7 @@ TORCH_VERSION := 2.13.0
 
 export TOKENFLEET_ENGINES_PYTHON := $(abspath $(ENGINES_VENV))/bin/python
 
-.PHONY: all venv engines prometheus lint test test-fast demo bench crd image constraints clean
+.PHONY: all venv engines prometheus lint test test-fast demo bench compiled crd image constraints clean
 
 all: test
 
@@ -59,8 +59,8 @@ prometheus:
 	@-systemctl stop prometheus >/dev/null 2>&1 || true
 
 lint: venv
-	$(BIN)/ruff check operator/src tests
-	$(BIN)/ruff format --check operator/src tests
+	$(BIN)/ruff check operator/src tests setup.py
+	$(BIN)/ruff format --check operator/src tests setup.py
 	$(BIN)/mypy
 
 test: venv engines prometheus lint
@@ -80,6 +80,14 @@ demo: venv prometheus
 # ones that `make test` does not run.
 bench: venv engines
 	$(BIN)/pytest -s tests/bench tests/bench/bench_*.py --benchmark-enable
+
+# The scheduler core compiled with mypyc (setup.py), as the operator image ships it, into
+# build/compiled/site: PYTHONPATH=build/compiled/site runs the CLI or a bench on it.
+COMPILED := build/compiled
+compiled: venv
+	rm -rf build  # setuptools' scratch space too, so no stale object is reused
+	TOKENFLEET_COMPILE=1 $(BIN)/pip wheel -q --no-deps --no-build-isolation -w $(COMPILED)/wheels .
+	$(BIN)/pip install -q --no-deps --target $(COMPILED)/site $(COMPILED)/wheels/tokenfleet-*.whl
 
 crd: venv
 	$(BIN)/tokenfleet crd
@@ -103,4 +111,4 @@ constraints: venv
 	$(BIN)/python images/pin_constraints.py > images/constraints.txt
 
 clean:
-	rm -rf $(VENV) $(ENGINES_VENV) $(STAMPS) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(ENGINES_VENV) $(STAMPS) build .pytest_cache .mypy_cache .ruff_cache
