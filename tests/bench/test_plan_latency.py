@@ -9,6 +9,10 @@ those runs are cached on their inputs, so an operator re-planning an unchanged s
 only the memory model. `cold` clears the caches before every call (a spec seen for the
 first time: what an operator pays for a new LLMService, and what the 20 ms target is
 about), `warm` does not (every later reconcile of it).
+
+This times the build it imports: the checkout's pure Python by default. The operator
+image's, with the scheduler core compiled: `make compiled`, then this file with
+PYTHONPATH=build/compiled/site (docs/benchmarks.md has both).
 """
 
 import pytest
