@@ -82,6 +82,14 @@ def test_every_listed_module_is_compiled_and_imported_first(site: Path) -> None:
         assert where.stdout.strip().endswith(".so"), (name, where.stdout)
 
 
+def test_the_cli_says_which_build_it_runs(site: Path) -> None:
+    line = "from tokenfleet.cli import main; main(['--version'])"
+    compiled = _run([sys.executable, "-c", line], _env(site))
+    pure = _run([sys.executable, "-c", line], _env(None))
+    assert compiled.stdout.strip().endswith("(scheduler core: compiled)"), compiled.stdout
+    assert pure.stdout.strip().endswith("(scheduler core: pure Python)"), pure.stdout
+
+
 def test_the_scheduler_capacity_and_simulator_tests_pass_compiled(site: Path) -> None:
     deselect = [arg for spy in SPIES for arg in ("--deselect", spy)]
     run = _run(

@@ -51,7 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tokenfleet",
         description="Size, run and autoscale LLM inference fleets on Kubernetes.",
     )
-    parser.add_argument("--version", action="version", version=f"tokenfleet {_version()}")
+    from tokenfleet.scheduling import COMPILED
+
+    build = "compiled" if COMPILED else "pure Python"
+    parser.add_argument(
+        "--version", action="version", version=f"tokenfleet {_version()} (scheduler core: {build})"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(f"tokenfleet.commands.{module_name}")

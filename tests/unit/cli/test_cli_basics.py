@@ -13,7 +13,11 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0
-    assert capsys.readouterr().out.strip() == f"tokenfleet {__version__}"
+    # The checkout's editable install runs the scheduler core as Python source
+    # (tests/system/test_compiled_core.py checks the compiled build says so).
+    assert (
+        capsys.readouterr().out.strip() == f"tokenfleet {__version__} (scheduler core: pure Python)"
+    )
 
 
 TEXTBOOK = ["plan", "--model", "meta-llama/Llama-3.1-405B", "--gpu", "h100-sxm",

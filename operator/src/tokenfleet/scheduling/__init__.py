@@ -11,6 +11,7 @@
 Nothing here imports `capacity` or `sim`: the step timer is any object with step_seconds().
 """
 
+from tokenfleet.scheduling import core as _core
 from tokenfleet.scheduling.core import (
     Arrival,
     FastForward,
@@ -23,7 +24,12 @@ from tokenfleet.scheduling.core import (
     simulate,
 )
 
+COMPILED = not _core.__file__.endswith(".py")
+"""Whether this core runs compiled (mypyc: setup.py's TOKENFLEET_COMPILE=1 build, as the
+operator image ships it) or as Python source. Both plan the same, to the bit."""
+
 __all__ = [
+    "COMPILED",
     "Arrival",
     "FastForward",
     "ScheduledStep",
