@@ -3,8 +3,9 @@
 plan() spends most of a cold call in the scheduler's virtual runs, pure bookkeeping
 over typed Python. With TOKENFLEET_COMPILE=1, mypyc compiles the modules listed under
 [tool.tokenfleet] compiled-modules from the same source (the operator image does; see
-docs/benchmarks.md for what it buys). Without it, and in editable installs, the package is
-pure Python and behaves the same (tests/system/test_compiled_core.py checks both agree).
+docs/benchmarks.md for what it buys). Without it the package is pure Python and plans the
+same (tests/system/test_compiled_core.py checks both agree); `tokenfleet --version` names
+the build.
 """
 
 import os
