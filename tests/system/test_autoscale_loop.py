@@ -37,7 +37,7 @@ from tokenfleet.autoscale.policy import DEFAULTS
 from tokenfleet.bench.dataset import DatasetSpec
 from tokenfleet.localfleet.demo import load_llmservice
 from tokenfleet.localfleet.fleet import FleetOptions, LocalFleet
-from tokenfleet.localfleet.observe import Observer, Slo
+from tokenfleet.localfleet.observe import WINDOW_SIM_S, Observer, Slo
 
 pytestmark = pytest.mark.system
 
@@ -211,16 +211,29 @@ async def test_autoscale_loop_scales_with_load_and_holds_without_prometheus(
                 and (m["tpot_attainment"] or 0.0) >= loop.slo.quantile
             )
 
-        await loop.until(slo_met, "the SLO met again after the scale-up", timeout=WAIT_S * 2)
-        kept_since = fleet.sim_seconds()
-        while fleet.sim_seconds() - kept_since < 60.0:  # one full signal window
-            assert await asyncio.to_thread(slo_met), loop.observer.measure()
+        def never_fewer() -> None:
             # Never fewer at this load. One more is allowed: Poisson bursts at ~2/3 of each
             # replica's capacity can push the operator's 60 s TTFT quantile past the SLO
             # (seen once: 730 ms on 3 replicas), and answering that is the policy working.
+            nonlocal high
             now = loop.replicas()
             assert high <= now <= max_replicas, loop.autoscaling()
             high = now
+
+        await loop.until(slo_met, "the SLO met again after the scale-up", timeout=WAIT_S * 2)
+        # TTFT recovers first: a request that decoded through the cold start's backlog reports
+        # its TPOT when it finishes, later, and can pull the window's TPOT attainment back
+        # under the quantile (seen once: 94.4% just after the SLO was first met again). The
+        # hold is judged once those have left the window.
+        drained = fleet.sim_seconds() + WINDOW_SIM_S
+        while fleet.sim_seconds() < drained:
+            never_fewer()
+            await asyncio.sleep(0.5)
+        await loop.until(slo_met, "the SLO met with the backlog out of its window")
+        kept_since = fleet.sim_seconds()
+        while fleet.sim_seconds() - kept_since < WINDOW_SIM_S:  # one full signal window
+            assert await asyncio.to_thread(slo_met), loop.observer.measure()
+            never_fewer()
             await asyncio.sleep(0.5)
         high = await loop.until(
             lambda: loop.ready() == loop.replicas() and loop.replicas(), "every replica ready"
