@@ -147,7 +147,6 @@ class History:
     cold_start_seconds: float | None = None
     """The last cold start observed: from cold_since to the first replica ready. What a
     first request waits at the picker after a scale from zero."""
-    """When the ready count last changed: capacity is learnt only on a settled fleet."""
     bursts: BurstMemory = field(default_factory=BurstMemory)
     """Late scale-ups and absorbed bursts: the standing floor of autoscale/bursts.py."""
 
