@@ -131,6 +131,7 @@ class RunResult:
     prefix_hits: int = 0  # prompt tokens served from a replica's prefix cache
     prefix_queries: int = 0  # prompt tokens of the requests that carry prefix blocks
     ttft_good: int = 0  # requests whose first token came within ttftMs
+    missed_at: tuple[float, ...] = ()  # arrival times of the requests that missed the SLO
 
     @property
     def ttft_attainment(self) -> float:
@@ -490,11 +491,11 @@ def run_policy(setup: Setup, autoscaler: Autoscaler, routing: str | None = None)
         fleet.advance(request.arrival)
         fleet.route(request, request.arrival)
     fleet.finish(trace.duration)
-    good = sum(1 for r in requests if _good(r, o))
+    missed_at = tuple(r.arrival for r in requests if not _good(r, o))
     return RunResult(
         name=autoscaler.name,
         requests=len(requests),
-        good=good,
+        good=len(requests) - len(missed_at),
         duration=trace.duration,
         gpu_hours=fleet.gpu_hours(),
         scale_events=fleet.scale_events,
@@ -503,6 +504,7 @@ def run_policy(setup: Setup, autoscaler: Autoscaler, routing: str | None = None)
         routing=routing,
         prefix_hits=sum(r.cached for r in requests),
         prefix_queries=sum(r.prompt for r in requests if r.blocks),
+        missed_at=missed_at,
         ttft_good=sum(
             1 for r in requests if r.first_token_at is not None and r.ttft <= o.ttft_ms / 1000
         ),
