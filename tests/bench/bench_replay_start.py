@@ -14,7 +14,8 @@ fleet's in the same minutes.
 Run: .venv/bin/python tests/bench/bench_replay_start.py TRACE [--gpu l40s] [--ttft-slo-ms 500]
          [--starts 1 2 4 8 12] [--fixed 12 14 16 18]
 TRACE: a trace file (e.g. ../shared/reference/traces/azure2023_code.csv, about 40 s), or
-onoff:SEED for the generated calibration trace (tests/unit/autoscale/onoff_trace.py).
+onoff:SEED or spiky:SEED for the generated calibration traces
+(tests/unit/autoscale/onoff_trace.py).
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ from tokenfleet.autoscale.fleetsim.run import SimOptions, make_autoscaler, prepa
 from tokenfleet.autoscale.fleetsim.traces import Trace, load
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "autoscale"))
-from onoff_trace import onoff_trace
+from onoff_trace import onoff_trace, spiky_trace
+
+GENERATED = {"onoff": onoff_trace, "spiky": spiky_trace}
 
 
 def trace_of(name: str) -> Trace:
-    if name.startswith("onoff:"):
-        return onoff_trace(int(name.removeprefix("onoff:")))
+    kind, _, seed = name.partition(":")
+    if kind in GENERATED and seed.isdigit():
+        return GENERATED[kind](int(seed))
     return load(name)
 
 
