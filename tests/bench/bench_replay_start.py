@@ -7,9 +7,9 @@ sized from the bursts it has seen break or hold on the fleets it happened to run
 first minutes shape the rest of the hour. This replays ours from other starting fleets too.
 
 Reports numbers only: for each start, ours' attainment and GPU-hours, and its cost against
-the cheapest fixed fleet reaching that attainment (the static frontier); and, for the
-default start, ours' misses before and after its floor first stands, beside each fixed
-fleet's in the same minutes.
+the cheapest fixed fleet reaching that attainment (the static frontier); then the misses
+before and after ours' floor first stands, ours' (with its average desired replicas after
+it) beside each fixed fleet's in the same minutes.
 
 Run: .venv/bin/python tests/bench/bench_replay_start.py TRACE [--gpu l40s] [--ttft-slo-ms 500]
          [--starts 1 2 4 8 12] [--fixed 12 14 16 18]
@@ -21,6 +21,7 @@ onoff:SEED or spiky:SEED for the generated calibration traces
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 
@@ -51,6 +52,17 @@ def floor_from(ours: Tokenfleet) -> float:
     return float("inf")
 
 
+def _between(misses: dict[int, int], replicas: float) -> float | None:
+    """Misses of a fixed fleet of `replicas`, linear between the nearest fixed fleets on
+    either side (None outside them)."""
+    sizes = sorted(misses)
+    for lo, hi in itertools.pairwise(sizes):
+        if lo <= replicas <= hi:
+            w = (replicas - lo) / (hi - lo)
+            return misses[lo] * (1 - w) + misses[hi] * w
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("trace")
@@ -61,6 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     setup = prepare(trace_of(args.trace), SimOptions(gpu=args.gpu, ttft_ms=args.ttft_slo_ms))
     points = frontier(setup)
+    statics = {n: run_policy(setup, Static(n)) for n in args.fixed}
     print(f"{args.trace}, {args.gpu}, TTFT {args.ttft_slo_ms:g} ms: {setup.trace.name}")
     default = make_autoscaler("tokenfleet", setup)
     assert isinstance(default, Tokenfleet)
@@ -78,20 +91,29 @@ def main() -> None:
         )
         label = "start" if i else "default start"
         print(f"ours, {label} {start}: {run.attainment:.2%} / {run.gpu_hours:.2f} GPU-h, {against}")
-        if i == 0:
-            split = floor_from(ours)
-            early = sum(1 for at in run.missed_at if at < split)
+        split = floor_from(ours)
+        if split == float("inf"):
+            print("  no standing floor")
+            continue
+        # Desired replicas (those billed, less the ones draining) averaged after the split.
+        after = [p.desired for p in run.timeline if p.at >= split]
+        mean = sum(after) / max(len(after), 1)
+        cells = [(f"ours ({mean:.1f} replicas on average)", run)]
+        cells += [(f"N={n}", static) for n, static in statics.items()]
+        misses = ", ".join(
+            f"{name} {sum(1 for at in r.missed_at if at < split)} / "
+            f"{sum(1 for at in r.missed_at if at >= split)}"
+            for name, r in cells
+        )
+        print(f"  floor first stands at {split / 60:.1f} min; misses before / after: {misses}")
+        after_misses = {n: sum(1 for at in r.missed_at if at >= split) for n, r in statics.items()}
+        expected = _between(after_misses, mean)
+        if expected is not None:
+            ours_after = sum(1 for at in run.missed_at if at >= split)
             print(
-                f"  floor first stands at {split / 60:.1f} min; ours' misses before it "
-                f"{early}, after {len(run.missed_at) - early}"
+                f"  after it ours misses {ours_after / expected - 1:+.0%} against fixed fleets "
+                f"of its average size ({expected:.0f}, interpolated)"
             )
-            for n in args.fixed:
-                static = run_policy(setup, Static(n))
-                before = sum(1 for at in static.missed_at if at < split)
-                print(
-                    f"  N={n}: {static.attainment:.2%} / {static.gpu_hours:.2f} GPU-h, misses "
-                    f"before {before}, after {len(static.missed_at) - before}"
-                )
 
 
 if __name__ == "__main__":
