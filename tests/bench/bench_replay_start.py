@@ -27,7 +27,13 @@ from pathlib import Path
 
 from tokenfleet.autoscale.fleetsim.frontier import cheapest_reaching, frontier
 from tokenfleet.autoscale.fleetsim.policies import Static, Tokenfleet
-from tokenfleet.autoscale.fleetsim.run import SimOptions, make_autoscaler, prepare, run_policy
+from tokenfleet.autoscale.fleetsim.run import (
+    RunResult,
+    SimOptions,
+    make_autoscaler,
+    prepare,
+    run_policy,
+)
 from tokenfleet.autoscale.fleetsim.traces import Trace, load
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "autoscale"))
@@ -50,6 +56,12 @@ def floor_from(ours: Tokenfleet) -> float:
         if "burstFloor" in decision.details and at is not None:
             return at
     return float("inf")
+
+
+def _split(run: RunResult, at: float) -> tuple[int, int]:
+    """The run's misses before and after `at`."""
+    before = sum(1 for t in run.missed_at if t < at)
+    return before, len(run.missed_at) - before
 
 
 def _between(misses: dict[int, int], replicas: float) -> float | None:
@@ -100,18 +112,13 @@ def main() -> None:
         mean = sum(after) / max(len(after), 1)
         cells = [(f"ours ({mean:.1f} replicas on average)", run)]
         cells += [(f"N={n}", static) for n, static in statics.items()]
-        misses = ", ".join(
-            f"{name} {sum(1 for at in r.missed_at if at < split)} / "
-            f"{sum(1 for at in r.missed_at if at >= split)}"
-            for name, r in cells
-        )
+        misses = ", ".join("{} {} / {}".format(name, *_split(r, split)) for name, r in cells)
         print(f"  floor first stands at {split / 60:.1f} min; misses before / after: {misses}")
-        after_misses = {n: sum(1 for at in r.missed_at if at >= split) for n, r in statics.items()}
-        expected = _between(after_misses, mean)
+        expected = _between({n: _split(r, split)[1] for n, r in statics.items()}, mean)
         if expected is not None:
-            ours_after = sum(1 for at in run.missed_at if at >= split)
+            excess = _split(run, split)[1] / expected - 1
             print(
-                f"  after it ours misses {ours_after / expected - 1:+.0%} against fixed fleets "
+                f"  after it ours misses {excess:+.0%} against fixed fleets "
                 f"of its average size ({expected:.0f}, interpolated)"
             )
 
