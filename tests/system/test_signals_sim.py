@@ -40,7 +40,7 @@ from tokenfleet.autoscale.signals import Observation, SignalsQuery, pod_load, re
 from tokenfleet.bench.client import BenchConfig, run_benchmark
 from tokenfleet.bench.dataset import DatasetSpec
 from tokenfleet.bench.metrics import RequestOutput, tpot_seconds
-from tokenfleet.controller.autoscaler import PrometheusSource
+from tokenfleet.controller.prometheus_source import PrometheusSource
 from tokenfleet.engines import engine_info
 
 pytestmark = pytest.mark.system

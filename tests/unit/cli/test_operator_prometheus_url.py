@@ -20,3 +20,19 @@ def test_allow_prometheus_must_be_http(capsys: pytest.CaptureFixture[str]) -> No
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--allow-prometheus 'thanos:9090'" in err
     assert "not an http(s) URL" in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "url", "problem"),
+    [
+        ("--allow-prometheus", "http://prom:9090/-/quit?", "has a query"),
+        ("--allow-prometheus", "http://admin:pw@prom:9090", "has userinfo"),
+        ("--prometheus-url", "http://prom:9090/a/../b", "dot segment"),
+    ],
+)
+def test_an_admins_url_is_parsed_as_strictly_as_a_tenants(
+    flag: str, url: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["operator", flag, url, "--metrics-port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{flag} {url!r}: " in err and problem in err

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenfleet.controller.autoscaler import AutoscalerOptions, allowed_url, refused_url_message
+from tokenfleet.controller.autoscaler import AutoscalerOptions
+from tokenfleet.controller.prometheus_source import allowed_url, refused_url_message
 
 OWN = "http://prometheus-operated.monitoring:9090"
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from tokenfleet.api.base import Rule, SpecModel, cel_rules, check, section
+from tokenfleet.api.base import FieldRefused, Rule, SpecModel, cel_rules, check, section
+from tokenfleet.api.prometheus_url import MAX_LENGTH, URL_PATTERN, UrlRefused, parse_prometheus_url
 
 MIN_LE_MAX = Rule(
     "self.minReplicas <= self.maxReplicas",
@@ -18,9 +19,24 @@ MIN_LE_MAX = Rule(
 class PrometheusSpec(SpecModel):
     """Where the autoscaler reads engine metrics."""
 
-    url: str | None = Field(default=None, max_length=2048, pattern=r"^https?://.+")
-    """Prometheus base URL (http://prometheus.monitoring:9090). Default: the operator's
-    --prometheus-url."""
+    # The pattern is for the API server (admission); Python validates with the parser,
+    # whose refusal names the rule broken and the fix (api/prometheus_url.py).
+    url: str | None = Field(
+        default=None, max_length=MAX_LENGTH, json_schema_extra={"pattern": URL_PATTERN}
+    )
+    """Prometheus base URL (http://prometheus.monitoring:9090), optionally with a path
+    (a proxy's prefix); no userinfo, query, fragment, dot segments or percent escapes.
+    Default: the operator's --prometheus-url."""
+
+    @field_validator("url")
+    @classmethod
+    def _plain_base_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            try:
+                parse_prometheus_url(url)
+            except UrlRefused as refused:
+                raise FieldRefused(refused.problem, refused.fix) from None
+        return url
 
 
 class AutoscalingSpec(SpecModel):

@@ -76,6 +76,16 @@ class RuleViolation(ValueError):
         super().__init__(f"{rule.message}{f' ({detail})' if detail else ''}; {rule.fix}")
 
 
+class FieldRefused(ValueError):
+    """Raised by a field validator whose check is more than a pattern: parse_llmservice
+    names the field and the value, and adds this problem and fix."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{problem}; {fix}")
+
+
 def cel_rules(*rules: Rule) -> dict[str, Any]:
     return {"x-kubernetes-validations": [r.as_cel() for r in rules]}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tokenfleet.api.base import RuleViolation
+from tokenfleet.api.base import FieldRefused, RuleViolation
 from tokenfleet.api.spec import LLMService
 from tokenfleet.capacity.errors import PlanError
 
@@ -73,6 +73,9 @@ def _describe(err: Any, loc: list[Any], path: str) -> tuple[str, object, str, st
     if isinstance(ctx.get("error"), RuleViolation):
         violation: RuleViolation = ctx["error"]
         return path, violation.detail or "-", violation.rule.message, violation.rule.fix
+    if isinstance(ctx.get("error"), FieldRefused):
+        refused: FieldRefused = ctx["error"]
+        return path, value, refused.problem, refused.fix
     if kind == "missing":
         return path, "<missing>", "required field is missing", f"set {leaf}"
     if kind == "extra_forbidden":

@@ -15,6 +15,11 @@ autoscaler reacts differently to each:
 - `EmptyResult`, `NonFiniteValue`, `StaleSample`: raised only by `scalar()`, which wants one
   usable number; `query()` returns whatever the server computed.
 
+The base URL is parsed (api/prometheus_url.py) and each request goes to that base joined
+with one of the two query endpoints, built from its parts: a base URL cannot carry a query
+string, userinfo or dot segments into a request, and no other endpoint of Prometheus' API
+(lifecycle, admin) is ever called.
+
 Every query has a total `deadline` (connect, every retry and the whole body): httpx's
 timeout is per read, so a server sending a byte every few seconds would never time out.
 
@@ -34,6 +39,8 @@ from types import TracebackType
 from typing import Any, Literal
 
 import httpx
+
+from tokenfleet.api.prometheus_url import QUERY, QUERY_RANGE, PrometheusUrl, parse_prometheus_url
 
 # Per request. Prometheus' own default query timeout is 2 min; the autoscaler decides every
 # 30 s (spec.autoscaling.intervalSeconds default), so an answer later than 10 s is useless.
@@ -150,7 +157,7 @@ class PrometheusClient:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | PrometheusUrl,
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         deadline: float = DEFAULT_DEADLINE_S,
@@ -162,13 +169,18 @@ class PrometheusClient:
     ) -> None:
         if retries < 0:
             raise ValueError(f"retries={retries}: must be 0 or more")
-        self.base_url = base_url.rstrip("/")
+        # A string is parsed as strictly as a tenant's (UrlRefused, a ValueError, if bad).
+        self.url = (
+            base_url
+            if isinstance(base_url, PrometheusUrl)
+            else parse_prometheus_url(base_url, "base_url")
+        )
+        self.base_url = str(self.url)
         self._retries = retries
         self._backoff = backoff
         self.deadline = deadline
         self.max_bytes = max_bytes
         self._http = httpx.AsyncClient(
-            base_url=self.base_url,
             timeout=timeout,
             headers=dict(headers or {}),
             transport=transport,
@@ -196,7 +208,7 @@ class PrometheusClient:
         params = {"query": promql}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        data, warnings = await self._call("/api/v1/query", params, promql)
+        data, warnings = await self._call(QUERY, params, promql)
         try:
             return _instant(data, warnings, promql)
         except (KeyError, TypeError, ValueError, IndexError) as error:
@@ -208,7 +220,7 @@ class PrometheusClient:
             raise ValueError(f"query_range: need step > 0 and end >= start: {start}, {end}, {step}")
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}"}
         params["step"] = f"{step:g}"
-        data, warnings = await self._call("/api/v1/query_range", params, promql)
+        data, warnings = await self._call(QUERY_RANGE, params, promql)
         try:
             series = tuple(
                 Series(
@@ -289,8 +301,16 @@ class PrometheusClient:
 
     async def _post(self, path: str, params: Mapping[str, str], promql: str) -> tuple[int, bytes]:
         """(status, body), the body read only up to max_bytes: refused past it."""
-        # POST with a form body: long PromQL never hits URL length limits.
-        async with self._http.stream("POST", path, data=dict(params)) as response:
+        # POST with a form body: long PromQL never hits URL length limits. The URL is built
+        # from the parsed base's parts and a query endpoint (any other path is refused).
+        base = self.url
+        url = httpx.URL(
+            scheme=base.scheme,
+            host=base.host.strip("[]"),
+            port=base.port,
+            path=base.endpoint_path(path),
+        )
+        async with self._http.stream("POST", url, data=dict(params)) as response:
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.max_bytes:
                 raise self._too_large(f"{int(declared)} bytes declared", promql)

@@ -235,21 +235,16 @@ def _check_credentials() -> None:
 
 
 def run(args: Any) -> int:
-    if args.prometheus_url and not args.prometheus_url.startswith(("http://", "https://")):
-        print(
-            f"error: --prometheus-url {args.prometheus_url!r}: not an http(s) URL; "
-            "use e.g. http://prometheus-operated.monitoring:9090",
-            file=sys.stderr,
-        )
+    from tokenfleet.api.prometheus_url import UrlRefused
+    from tokenfleet.controller.prometheus_source import Allowlist
+
+    try:
+        # Parsed as strictly as a tenant's URL (no userinfo, query, dot segments...).
+        Allowlist.of([args.prometheus_url] if args.prometheus_url else [], "--prometheus-url")
+        Allowlist.of(args.allow_prometheus or (), "--allow-prometheus")
+    except UrlRefused as refused:
+        print(f"error: {refused}", file=sys.stderr)
         return 2
-    for allowed in args.allow_prometheus or ():
-        if not allowed.startswith(("http://", "https://")):
-            print(
-                f"error: --allow-prometheus {allowed!r}: not an http(s) URL; "
-                "use e.g. http://prometheus-operated.monitoring:9090",
-                file=sys.stderr,
-            )
-            return 2
     import kopf
 
     from tokenfleet.capacity.errors import PlanError

@@ -9,9 +9,10 @@ reconciler's part is never reverted) -> an Event on change -> operator metrics.
 
 Entry points (used by controller/handlers.py, and by harnesses that drive the loop):
 - `Autoscalers(kube, metrics, options, source=None, decide=None, clock=time.time)`:
-  the per-LLMService loops. `source` is a `SignalSource` (default: `PrometheusSource`,
-  which runs autoscale.signals against spec.autoscaling.prometheus.url or
-  options.prometheus_url); `decide` defaults to tokenfleet.autoscale.policy.decide.
+  the per-LLMService loops. `source` is a `SignalSource` (controller/prometheus_source.py;
+  default: `PrometheusSource`, autoscale.signals against the URL its `Allowlist` resolves
+  from spec.autoscaling.prometheus.url or options.prometheus_url); `decide` defaults to
+  tokenfleet.autoscale.policy.decide.
   - `sync(event_type, body)`: start, retune or stop the loop from an LLMService watch event
     (enabled -> one loop every spec.autoscaling.intervalSeconds; disabled or deleted -> none).
   - `await tick(namespace, name) -> Decision | None`: one decision now (what the loop runs;
@@ -20,9 +21,6 @@ Entry points (used by controller/handlers.py, and by harnesses that drive the lo
     from status.autoscaling (capacity.observed, lastScaleTime, the last decision) after an
     operator restart.
   - `await stop()`: cancel every loop and close the Prometheus clients.
-- `SignalSource`: protocol with `signals(query, url, at) -> Observation` and
-  `pod_load(query, url, at) -> {pod: requests in flight}`; raise PrometheusError when
-  Prometheus cannot answer (the decision then holds with PrometheusDown).
 
 Scale-down: before lowering replicas of a Deployment, every engine pod gets
 `controller.kubernetes.io/pod-deletion-cost` = its requests in flight (running + waiting, from
@@ -42,21 +40,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, get_args
+from typing import Any, get_args
 
 import kopf
 
 from tokenfleet.api.spec import LLMServiceSpec
 from tokenfleet.autoscale.attainability import Ceiling
 from tokenfleet.autoscale.policy import decide as policy_decide
-from tokenfleet.autoscale.prometheus import PrometheusClient, PrometheusError
-from tokenfleet.autoscale.signals import (
-    DEFAULT_WINDOW_SECONDS,
-    Observation,
-    SignalsQuery,
-    pod_load,
-    read_signals,
-)
+from tokenfleet.autoscale.prometheus import PrometheusError
+from tokenfleet.autoscale.signals import DEFAULT_WINDOW_SECONDS, Observation, SignalsQuery
 from tokenfleet.autoscale.types import (
     CapacityEstimate,
     Decision,
@@ -77,6 +69,12 @@ from tokenfleet.controller.events import PostEvent
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.prefix_feed import PrefixFeed, fed_hit_rate
+from tokenfleet.controller.prometheus_source import (
+    Allowlist,
+    PrometheusSource,
+    Refusal,
+    SignalSource,
+)
 from tokenfleet.controller.routing import zero_floor
 from tokenfleet.controller.statuswrite import write_status
 
@@ -93,79 +91,12 @@ DEFAULT_INTERVAL_SECONDS = 30.0
 # Scale writes in a row that may meet a 409 from a status or annotation write (the spec
 # unchanged) before the tick gives up: as for status (controller/statuswrite.py).
 SCALE_ATTEMPTS = 5
-NO_URL_MESSAGE = (
-    "no Prometheus URL: set spec.autoscaling.prometheus.url or run the operator with "
-    "--prometheus-url"
-)
 # The shortest a tick's queries may take (simulated fleets divide the interval).
 MIN_TICK_DEADLINE_SECONDS = 2.0
 # After an unexpected error in a tick, wait at least this long before the next one.
 ERROR_BACKOFF_SECONDS = 5.0
 
 Decide = Callable[[LLMServiceSpec, FleetState, Signals | None, History, float], Decision]
-
-
-class SignalSource(Protocol):
-    async def signals(self, query: SignalsQuery, url: str, at: float) -> Observation: ...
-
-    async def pod_load(self, query: SignalsQuery, url: str, at: float) -> dict[str, float]: ...
-
-
-class PrometheusSource:
-    """The production SignalSource: autoscale.signals over one client per LLMService.
-
-    Per LLMService, not per URL: a client lives exactly as long as its loop (released when
-    the loop ends, replaced when the URL changes), so deleted LLMServices leave no socket."""
-
-    def __init__(self) -> None:
-        self._clients: dict[tuple[str, str], PrometheusClient] = {}
-
-    def _client(self, query: SignalsQuery, url: str) -> PrometheusClient:
-        key = (query.namespace, query.llmservice)
-        client = self._clients.get(key)
-        if client is not None and client.base_url == url.rstrip("/"):
-            return client
-        if client is not None:  # the URL changed: the old connections go now
-            asyncio.get_running_loop().create_task(client.close())
-        self._clients[key] = client = PrometheusClient(url)
-        return client
-
-    async def signals(self, query: SignalsQuery, url: str, at: float) -> Observation:
-        return await read_signals(self._client(query, url), query, at)
-
-    async def pod_load(self, query: SignalsQuery, url: str, at: float) -> dict[str, float]:
-        client = self._client(query, url)
-        return await pod_load(client, query.engine, query.namespace, query.llmservice, at)
-
-    async def release(self, namespace: str, name: str) -> None:
-        client = self._clients.pop((namespace, name), None)
-        if client is not None:
-            await client.close()
-
-    def open_clients(self) -> int:
-        return len(self._clients)
-
-    async def close(self) -> None:
-        clients = list(self._clients.values())
-        self._clients.clear()
-        for client in clients:
-            await client.close()
-
-
-def allowed_url(url: str, allowed: tuple[str, ...]) -> bool:
-    """The URL is one of `allowed`, or below one of them (a path prefix, not a host one:
-    http://prom:9090 does not admit http://prom:90901)."""
-    url = url.rstrip("/")
-    return any(url == a.rstrip("/") or url.startswith(a.rstrip("/") + "/") for a in allowed)
-
-
-def refused_url_message(url: str, allowed: tuple[str, ...]) -> str:
-    listed = ", ".join(allowed) if allowed else "none"
-    return (
-        f"spec.autoscaling.prometheus.url {url!r} is not allowed by the operator "
-        f"(allowed: {listed}); use an allowed URL, leave the field unset for the operator's "
-        "--prometheus-url, or ask the operator's admin to add it with --allow-prometheus"
-    )
 
 
 @dataclass(frozen=True)
@@ -370,6 +301,7 @@ class Autoscalers:
         self.metrics = metrics
         self.options = options or AutoscalerOptions()
         self._source: SignalSource = source or PrometheusSource()
+        self._allowlist = Allowlist.of(self.options.allowed())
         self._decide = decide
         self._clock = clock
         self._parse = parse
@@ -553,15 +485,17 @@ class Autoscalers:
             quantile=spec.slo.quantile,
             window_seconds=self.options.window_seconds,
         )
-        url = spec.autoscaling.prometheus.url or self.options.prometheus_url
-        refusal = None if url is None else self._refusal(spec.autoscaling.prometheus.url)
-        if url is None or refusal is not None:
+        target = self._allowlist.target(
+            spec.autoscaling.prometheus.url, self.options.prometheus_url
+        )
+        if isinstance(target, Refusal):
             # A configuration gap, not an outage: say what to set, decide nothing.
-            message = refusal or NO_URL_MESSAGE
+            message = target.message
             await write_status(
                 self.kube, namespace, name, lambda obj: compose_awaiting(obj, message, now=now)
             )
             return None
+        url = str(target)
         deadline = self._tick_deadline(float(spec.autoscaling.interval_seconds))
         observation, failure = await self._observe(query, url, now, key, deadline)
         ceiling = await self._ceilings.estimate(key, body, service, observation)
@@ -644,13 +578,6 @@ class Autoscalers:
         from tokenfleet.api import parse_llmservice
 
         return parse_llmservice(body)
-
-    def _refusal(self, spec_url: str | None) -> str | None:
-        """Why the LLMService's own Prometheus URL may not be used; None when it may."""
-        if spec_url is None:
-            return None  # the operator's own --prometheus-url
-        allowed = self.options.allowed()
-        return None if allowed_url(spec_url, allowed) else refused_url_message(spec_url, allowed)
 
     def _tick_deadline(self, interval: float) -> float:
         """All queries of one tick end within one interval (wall seconds), however slowly

@@ -284,7 +284,7 @@ def _autoscalers(kube: KubeClient, reconciler: Reconciler, options: Options) -> 
     )
     if options.time_scale == 1.0:
         return Autoscalers(kube, reconciler.metrics, scaler_options)
-    from tokenfleet.controller.autoscaler import PrometheusSource
+    from tokenfleet.controller.prometheus_source import PrometheusSource
     from tokenfleet.controller.timescale import ScaledSource, SimulatedClock
 
     clock = SimulatedClock(options.time_scale)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from tokenfleet.autoscale.signals import Observation, SignalsQuery
-from tokenfleet.controller.autoscaler import SignalSource
+from tokenfleet.controller.prometheus_source import SignalSource
 
 
 class SimulatedClock:
@@ -46,7 +46,7 @@ def _div(value: float | None, by: float) -> float | None:
 
 
 class ScaledSource:
-    """A SignalSource (controller/autoscaler.py) over another, in simulated seconds."""
+    """A SignalSource (controller/prometheus_source.py) over another, in simulated seconds."""
 
     def __init__(self, inner: SignalSource, clock: SimulatedClock) -> None:
         self.inner = inner
