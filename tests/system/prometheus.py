@@ -150,10 +150,11 @@ class Prometheus:
 
 @contextlib.contextmanager
 def running_prometheus(
-    workdir: Path, scrape_interval_s: float = SCRAPE_INTERVAL_S
+    workdir: Path, scrape_interval_s: float = SCRAPE_INTERVAL_S, flags: tuple[str, ...] = ()
 ) -> Iterator[Prometheus]:
-    """Start Prometheus in `workdir` (config, targets file, TSDB, log), stop it afterwards."""
-    server = LocalPrometheus(workdir, scrape_interval_s, job=JOB)
+    """Start Prometheus in `workdir` (config, targets file, TSDB, log), stop it afterwards;
+    `flags` are added to its command line."""
+    server = LocalPrometheus(workdir, scrape_interval_s, job=JOB, flags=flags)
     try:
         server.start()
         assert server.process is not None

@@ -63,8 +63,15 @@ def instant_samples(data: dict[str, Any]) -> list[tuple[dict[str, str], float]]:
 
 
 class LocalPrometheus:
-    def __init__(self, workdir: Path, scrape_interval_s: float, job: str = JOB) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        scrape_interval_s: float,
+        job: str = JOB,
+        flags: tuple[str, ...] = (),
+    ) -> None:
         self.workdir = workdir
+        self.flags = flags  # extra command-line flags (a test enables the admin API)
         self.scrape_interval_s = scrape_interval_s
         self.job = job
         self.port = free_port()
@@ -107,6 +114,7 @@ class LocalPrometheus:
                 f"--storage.tsdb.path={self.workdir / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--log.level=warn",
+                *self.flags,
             ],
             self.workdir / "prometheus.log",
         )
