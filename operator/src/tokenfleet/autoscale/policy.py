@@ -188,6 +188,7 @@ def _decide(
     params: PolicyParams,
     ceiling: Ceiling | None,
 ) -> Decision:
+    """The module docstring's steps, one named phase each."""
     history = _track_ready(history, current, now, params)
     hold = _hold_reason(current, signals, now, params)
     if hold is not None or signals is None:
@@ -195,15 +196,76 @@ def _decide(
         return _hold(current, history, hold or "PrometheusDown")
     if history.trusted_since is None:
         history = replace(history, trusted_since=now)
+    spec, signals, a = _read_slo(spec, current, signals, history, params, ceiling)
+    sizing, history = _size(spec, current, signals, history, a, now, params)
+    sizing = _track_slo(spec, current, signals, history, a, sizing, now, params)
+    sizing, floor = _burst_floor(spec, current, history, sizing, now, params)
+    outcome, history = _limit(spec, current, history, a, sizing, now, params)
+    history = _remember(current, history, a, sizing, floor, outcome, now, params)
+    return _decision(current, signals, history, a, sizing, floor, outcome)
 
-    scaling = spec.autoscaling
+
+@dataclass(frozen=True)
+class _Sizing:
+    """What the load needs, and the signal that asks for the most replicas so far."""
+
+    rate: float  # finished requests per second
+    load: float  # arrivals per second now
+    demand: float  # arrivals per second when replicas ordered now serve (the forecast)
+    capacity: CapacityEstimate
+    per_replica: float  # capacity x targetUtilization
+    raw: int  # the recommendation before bounds and windows
+    driver: str
+    details: dict[str, float]  # Decision.details, filled phase by phase
+
+
+@dataclass(frozen=True)
+class _Floor:
+    """The standing floor of recurring bursts, and the windows it was judged over."""
+
+    standing: bursts.Floor | None
+    span: float
+    lag: float
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    desired: int
+    held: HoldReason | None
+    why: str
+    limited: str | None
+    panicking: bool
+
+
+def _read_slo(
+    spec: LLMServiceSpec,
+    current: FleetState,
+    signals: Signals,
+    history: History,
+    params: PolicyParams,
+    ceiling: Ceiling | None,
+) -> tuple[LLMServiceSpec, Signals, _Assessment]:
+    """Step 1 passed: the SLO signals, read for what replicas can fix (autoscale/fixable.py)."""
     if ceiling is not None and signals.request_rate is not None:
         # The window's load per replica: its fewest ready replicas carried it (as _learn).
         fewest = min([n for _, n in history.ready_samples] + [current.ready])
         ceiling = ceiling.at_load(signals.request_rate / max(fewest, 1))
     spec, signals = fixable_view(spec, signals, ceiling)
     unattainable = ceiling.miss_variance() if ceiling is not None else 0.0
-    a = _assess(spec, signals, current, params, unattainable)
+    return spec, signals, _assess(spec, signals, current, params, unattainable)
+
+
+def _size(
+    spec: LLMServiceSpec,
+    current: FleetState,
+    signals: Signals,
+    history: History,
+    a: _Assessment,
+    now: float,
+    params: PolicyParams,
+) -> tuple[_Sizing, History]:
+    """Steps 2-4: demand and its trend, the capacity learnt, the feed-forward."""
+    scaling = spec.autoscaling
     rate = signals.request_rate or 0.0
     demand, history = _demand(signals, history, now, params)
     headroom = _Headroom.of(spec, signals)
@@ -231,9 +293,23 @@ def _decide(
     raw, driver = feedforward, "feedforward" if scaling.metric == "ttft" else "goodput"
     if capacity.predicted <= 0:  # no capacity estimate: only the SLO signals move replicas
         raw, driver = current.desired, scaling.metric
+    sizing = _Sizing(rate, load, demand, capacity, per_replica, raw, driver, details)
+    return sizing, history
 
-    # Target tracking on the SLO signal, HPA law ceil(N x metric / target), over the replicas
-    # that produced the signal (ready), so replicas already starting are not asked for twice.
+
+def _track_slo(
+    spec: LLMServiceSpec,
+    current: FleetState,
+    signals: Signals,
+    history: History,
+    a: _Assessment,
+    sizing: _Sizing,
+    now: float,
+    params: PolicyParams,
+) -> _Sizing:
+    """Step 4's target tracking on the SLO signal, HPA law ceil(N x metric / target), over
+    the replicas that produced the signal (ready), so replicas already starting are not
+    asked for twice."""
     ready = max(current.ready, 1)
     breaches = _breach_recommendations(spec, signals, a, ready, params)
     if not _window_covers_fleet(history, now, params):
@@ -241,30 +317,57 @@ def _decide(
         # describe the smaller fleet (a backlog it built). Acting on them would order the
         # same replicas twice; the instantaneous queue and the feed-forward still act.
         breaches = {k: v for k, v in breaches.items() if k == "queue"}
+    raw, driver = sizing.raw, sizing.driver
     for name, value in breaches.items():
-        details[name] = value
+        sizing.details[name] = value
         if value > raw:
             raw, driver = value, name
+    return replace(sizing, raw=raw, driver=driver)
+
+
+def _burst_floor(
+    spec: LLMServiceSpec,
+    current: FleetState,
+    history: History,
+    sizing: _Sizing,
+    now: float,
+    params: PolicyParams,
+) -> tuple[_Sizing, _Floor]:
+    """Recurring bursts shorter than a cold start: replicas ordered for one arrive after
+    it, so keep up to the floor that absorbs them instead of chasing past it
+    (autoscale/bursts.py), also a rise above the bursts seen until it has outlasted a cold
+    start. The floor only keeps what runs: ordering replicas is still the other signals'
+    call, under their windows."""
     cold_start = bursts.cold_start(history.bursts, params.forecast_seconds)
-    span = scaling.scale_down_stabilization_seconds + cold_start
+    span = spec.autoscaling.scale_down_stabilization_seconds + cold_start
     budget = 1 - spec.slo.attainment  # the fixable view's: what replicas can spend
-    standing = bursts.floor(history.bursts, capacity.effective, now, span, budget)
+    standing = bursts.floor(history.bursts, sizing.capacity.effective, now, span, budget)
     lag = params.learn_settle_seconds
     young = bursts.young(history.bursts, now, params.forecast_seconds, lag)
-    if standing is not None and (load <= standing.peak or young):
-        # Recurring bursts shorter than a cold start: replicas ordered for one arrive after
-        # it, so keep up to the floor that absorbs them instead of chasing past it
-        # (autoscale/bursts.py), also a rise above the bursts seen until it has outlasted
-        # a cold start. The floor only keeps what runs: ordering replicas is still the
-        # other signals' call, under their windows.
-        details["burstFloor"] = standing.replicas
-        raw, driver = min(standing.replicas, max(raw, current.desired)), "bursts"
+    if standing is not None and (sizing.load <= standing.peak or young):
+        sizing.details["burstFloor"] = standing.replicas
+        raw = min(standing.replicas, max(sizing.raw, current.desired))
+        sizing = replace(sizing, raw=raw, driver="bursts")
+    return sizing, _Floor(standing, span, lag)
+
+
+def _limit(
+    spec: LLMServiceSpec,
+    current: FleetState,
+    history: History,
+    a: _Assessment,
+    sizing: _Sizing,
+    now: float,
+    params: PolicyParams,
+) -> tuple[_Outcome, History]:
+    """Steps 5-6: bounds, panic, and the windows, steps and cooldowns."""
+    scaling = spec.autoscaling
+    raw, details = sizing.raw, sizing.details
     if a.ttft_ratio is not None:
         details["ttftRatio"] = round(a.ttft_ratio, 4)
     if a.attainment is not None:
         details["attainment"] = round(a.attainment, 4)
     details["raw"] = raw
-
     lo, hi = current.min_replicas, current.max_replicas
     bounded = min(max(raw, lo), hi)
     limited: str | None = "max" if raw > hi else "min" if raw < lo else None
@@ -280,7 +383,8 @@ def _decide(
 
     # What the load needs at full utilisation: while replicas start, only a load that even
     # all of them could not serve orders more (the SLO signals lag the starting replicas).
-    at_full = math.ceil(demand / capacity.effective - 1e-9) if capacity.effective > 0 else 0
+    effective = sizing.capacity.effective
+    at_full = math.ceil(sizing.demand / effective - 1e-9) if effective > 0 else 0
     outgrown = at_full > current.desired
     # Dynamo's load planner removes a replica only if the rest stay well inside the SLA:
     # no scale-down while the SLO is not met now, whatever the load says.
@@ -292,43 +396,76 @@ def _decide(
         spec, current, history, bounded, panicking, outgrown, slo_met, now, params
     )
     desired = min(max(desired, lo), hi)  # bounds win over every other rule
+    return _Outcome(desired, held, why, limited, panicking), history
+
+
+def _remember(
+    current: FleetState,
+    history: History,
+    a: _Assessment,
+    sizing: _Sizing,
+    floor: _Floor,
+    outcome: _Outcome,
+    now: float,
+    params: PolicyParams,
+) -> History:
+    """What the next decisions need of this one: the bursts seen, the last scale times."""
     memory = bursts.observe(
         history.bursts,
         now=now,
         ready=current.ready,
-        demand=load,
-        per_replica=per_replica,
+        demand=sizing.load,
+        per_replica=sizing.per_replica,
         slo_met=not a.broke,
         missed=1 - a.attainment if a.attainment is not None else 0.0,
-        scaled_up=desired > current.desired,
-        span=span,
-        lag=lag,
+        scaled_up=outcome.desired > current.desired,
+        span=floor.span,
+        lag=floor.lag,
         default_cold_start=params.forecast_seconds,
     )
     history = replace(history, bursts=memory)
-    if desired > current.desired:
+    if outcome.desired > current.desired:
         history = replace(history, last_scale_up_at=now)
-    elif desired < current.desired:
+    elif outcome.desired < current.desired:
         history = replace(history, last_scale_down_at=now)
+    return history
+
+
+def _decision(
+    current: FleetState,
+    signals: Signals,
+    history: History,
+    a: _Assessment,
+    sizing: _Sizing,
+    floor: _Floor,
+    outcome: _Outcome,
+) -> Decision:
+    """The decision and its reason, in words a person reads in status."""
+    raw, driver, desired = sizing.raw, sizing.driver, outcome.desired
+    lo, hi = current.min_replicas, current.max_replicas
     if desired == hi and raw > hi:
         driver_note = f"; wants {raw}, limited at maxReplicas {hi}"
-    elif limited == "min":
+    elif outcome.limited == "min":
         driver_note = f"; minReplicas {lo}"
     else:
         driver_note = ""
-    reason = _reason(signals, a, rate, capacity, driver, raw, desired, current, why) + driver_note
-    if standing is not None and driver == "bursts":
-        reason += f"; {standing.reason()}"
+    reason = _reason(
+        signals, a, sizing.rate, sizing.capacity, driver, raw, desired, current, outcome.why
+    )
+    reason += driver_note
+    if floor.standing is not None and driver == "bursts":
+        reason += f"; {floor.standing.reason()}"
+    limited = outcome.limited
     return Decision(
         previous=current.desired,
         desired=desired,
         reason=reason,
-        driver="hold" if held is not None else driver,
+        driver="hold" if outcome.held is not None else driver,
         history=history,
-        held=held,
-        panic=panicking,
+        held=outcome.held,
+        panic=outcome.panicking,
         limited="max" if limited == "max" else "min" if limited == "min" else None,
-        details=details,
+        details=sizing.details,
     )
 
 
