@@ -12,7 +12,7 @@ TORCH_VERSION := 2.13.0
 
 export TOKENFLEET_ENGINES_PYTHON := $(abspath $(ENGINES_VENV))/bin/python
 
-.PHONY: all venv engines prometheus lint test test-fast demo bench compiled crd image constraints clean
+.PHONY: all venv venv-demo engines prometheus lint test test-fast demo bench compiled crd image constraints clean
 
 all: test
 
@@ -24,8 +24,17 @@ $(STAMPS)/venv: pyproject.toml | $(STAMPS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,demo]'
-	touch $@
+	touch $@ $(STAMPS)/venv-demo
 venv: $(STAMPS)/venv
+
+# What `make demo` needs and no more: the CLI with the `demo` extra, not the test tools
+# (`make venv` adds those to the same venv).
+$(STAMPS)/venv-demo: pyproject.toml | $(STAMPS)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[demo]'
+	touch $@
+venv-demo: $(STAMPS)/venv-demo
 
 # A second venv holding the real engines, used only to check our flags with their own
 # parsers and to run a real vLLM CPU engine in system tests. Kept apart so the engines'
@@ -51,12 +60,14 @@ $(STAMPS)/engines: images/engines-requirements.txt | $(STAMPS)
 	touch $@
 engines: $(STAMPS)/engines
 
-# Real Prometheus (and promtool) from Debian, for the system tests.
+# Real Prometheus (and promtool) from Debian, for the system tests and the demo. Debian's
+# package starts a system service when it installs; the tests and the demo start their own
+# on a free port, so the service this target just installed is stopped. A Prometheus that
+# was already installed (a user's own service) is left alone.
 prometheus:
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
-	@# Debian's package starts a system service; the tests start their own on a free port.
-	@-systemctl stop prometheus >/dev/null 2>&1 || true
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus \
+	    && { systemctl stop prometheus >/dev/null 2>&1 || true; }; }
 
 lint: venv
 	$(BIN)/ruff check operator/src tests setup.py
@@ -73,7 +84,7 @@ test-fast: venv
 # The main job, on this machine alone: the real operator against an emulated Kubernetes API
 # (kmock), one `tokenfleet sim` per replica it asks for, a real Prometheus scraping them, and
 # a load step from the bench client; live view, then a summary and demo.png (under 5 min).
-demo: venv prometheus
+demo: venv-demo prometheus
 	$(BIN)/tokenfleet demo --plot demo.png
 
 # Benchmarks print their numbers (-s); none asserts on time. bench_*.py are the longer
