@@ -66,10 +66,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The options `tokenfleet` itself takes before a COMMAND; every other one belongs to a command.
+TOP_LEVEL_OPTIONS = frozenset({"-h", "--help", "--version"})
+
+
+def _check_top_level(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """argparse checks the required COMMAND before unknown options, so `tokenfleet --bogus`
+    would only say that COMMAND is missing: name the option, and where options go."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return  # the command: what follows is its parser's to judge
+        if arg.split("=", 1)[0] not in TOP_LEVEL_OPTIONS:
+            parser.error(
+                f"unrecognized option {arg}: options go after a command, e.g. "
+                f"tokenfleet plan --help (commands: {', '.join(COMMANDS)})"
+            )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from tokenfleet.capacity.errors import PlanError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    _check_top_level(parser, sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     try:
         code = int(args._module.run(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe is seen here, not at exit

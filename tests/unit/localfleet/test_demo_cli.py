@@ -19,7 +19,7 @@ from tokenfleet.localfleet.demo import load_llmservice
         (["--phases", "180,720"], "--phases '180,720': give three positive"),
         (["--phases", "180,x,900"], "--phases '180,x,900'"),
         (["--phases", "180,0,900"], "--phases '180,0,900'"),
-        (["--time-scale", "0"], "--time-scale 0.0: must be > 0"),
+        (["--time-scale", "0"], "--time-scale 0: must be > 0"),
         (["-f", "no/such/file.yaml"], "-f no/such/file.yaml: no such file"),
     ],
 )

@@ -43,7 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "--header", metavar="KEY=VALUE", nargs="*", default=None, help="extra request headers"
     )
     target.add_argument(
-        "--extra-body", type=json.loads, default=None, help="JSON merged into every request body"
+        "--extra-body",
+        default=None,
+        metavar="JSON",
+        help="a JSON object merged into every request body, e.g. '{\"top_p\": 0.9}'",
     )
 
     data = parser.add_argument_group("dataset")
@@ -125,6 +128,25 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _extra_body(text: str | None) -> dict[str, Any]:
+    """--extra-body as a JSON object; checked in run(), so a typo is one line, not the usage."""
+    if text is None:
+        return {}
+    try:
+        body = json.loads(text)
+    except ValueError as error:
+        raise ValueError(
+            f"--extra-body {text!r}: not JSON ({error}); pass a JSON object, e.g. "
+            "'{\"top_p\": 0.9}'"
+        ) from None
+    if not isinstance(body, dict):
+        raise ValueError(
+            f"--extra-body {text!r}: a JSON {type(body).__name__}, not an object; pass a JSON "
+            "object, e.g. '{\"top_p\": 0.9}'"
+        )
+    return body
+
+
 def _headers(items: list[str] | None) -> dict[str, str]:
     headers: dict[str, str] = {}
     for item in items or []:
@@ -170,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         metric_names = parse_metric_names(args.percentile_metrics)
         percentiles = parse_percentiles(args.metric_percentiles)
         headers = _headers(args.header)
+        extra_body = _extra_body(args.extra_body)
     except ValueError as error:
         return _fail(str(error))
     num_prompts = args.num_prompts
@@ -208,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
         duration=args.duration,
         ignore_eos=args.ignore_eos,
         temperature=args.temperature,
-        extra_body=args.extra_body or {},
+        extra_body=extra_body,
         headers=headers,
         progress=not args.disable_tqdm and sys.stderr.isatty(),
     )

@@ -23,6 +23,13 @@ def read(path: str) -> str:
         raise PlanError(
             "silicon", path, f"cannot be read ({e.strerror})", "pass a CSV file"
         ) from None
+    except UnicodeDecodeError:
+        raise PlanError(
+            "silicon",
+            path,
+            "is not UTF-8 text (a binary file?)",
+            "pass a CSV file in AIConfigurator's silicon_sample.csv format",
+        ) from None
 
 
 def _cell(e: Errors | None) -> str:

@@ -13,6 +13,7 @@ scaled (simulated seconds everywhere, --time-scale x faster than the wall clock)
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -140,8 +141,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.time_scale <= 0:
-        print(f"error: --time-scale {args.time_scale}: must be > 0, e.g. 10", file=sys.stderr)
+    problem = _check_numbers(args)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     problem = _check_prometheus()
     if problem is not None:
@@ -154,12 +156,29 @@ def run(args: argparse.Namespace) -> int:
         low=args.low,
         high=args.high,
         phases=(phases[0], phases[1], phases[2]),
-        ramp_s=max(0.0, args.ramp),
+        ramp_s=args.ramp,
         plot=Path(args.plot),
         workdir=Path(args.workdir) if args.workdir else None,
         sample_s=args.sample,
     )
     return asyncio.run(run_demo(options))
+
+
+def _check_numbers(args: argparse.Namespace) -> str | None:
+    """The first numeric option out of range, as one line naming flag, value and fix."""
+    checks = (
+        ("--time-scale", args.time_scale, False, "e.g. 10"),
+        ("--sample", args.sample, False, "e.g. 20"),
+        ("--high", args.high, False, "e.g. 2 (twice one replica's planned goodput)"),
+        ("--low", args.low, True, "e.g. 0.3"),
+        ("--cold-start", args.cold_start, True, "e.g. 120"),
+        ("--ramp", args.ramp, True, "e.g. 240, or 0 for a step"),
+    )
+    for flag, value, zero_ok, fix in checks:
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+            bound = ">= 0" if zero_ok else "> 0"
+            return f"{flag} {value:g}: must be {bound}, {fix}"
+    return None
 
 
 def _check_prometheus() -> str | None:

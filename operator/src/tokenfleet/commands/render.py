@@ -164,6 +164,11 @@ def render_documents(
 def run(args: argparse.Namespace) -> int:
     import yaml
 
+    from tokenfleet.render import namespace_problem
+
+    bad_namespace = None if args.namespace is None else namespace_problem(args.namespace)
+    if bad_namespace is not None:  # before reading any file: the flag is the mistake
+        raise PlanError("--namespace", args.namespace, *bad_namespace)
     loaded = [(source, load_documents(source)) for source in args.filename]
     everything = [doc for _, docs in loaded for doc in docs]
     results: list[Rendered] = []

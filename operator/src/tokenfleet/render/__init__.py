@@ -74,14 +74,42 @@ MAX_NAME = 63
 MAX_NAME_MULTI_NODE = 63 - len("-lws") - len("-999") - 11
 
 
+# A namespace is a DNS-1123 label: it may start with a digit, unlike a Service's name.
+NAMESPACE_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
 def _suggest(name: str) -> str:
-    fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
-    return fixed if fixed[:1].isalpha() else f"llm-{fixed}"
+    fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:MAX_NAME_MULTI_NODE]
+    if not fixed:
+        return "llm"
+    return fixed if fixed[:1].isalpha() else f"llm-{fixed}"[:MAX_NAME_MULTI_NODE].rstrip("-")
+
+
+def namespace_problem(namespace: str) -> tuple[str, str] | None:
+    """(problem, fix) when `namespace` cannot name a Kubernetes namespace, else None."""
+    if NAMESPACE_LABEL.match(namespace) and len(namespace) <= MAX_NAME:
+        return None
+    fixed = re.sub(r"[^a-z0-9-]+", "-", namespace.lower()).strip("-")[:MAX_NAME].strip("-")
+    return (
+        "namespaces are DNS-1123 labels (at most 63 lowercase letters, digits and '-', "
+        "starting and ending with a letter or digit)",
+        f"use e.g. {fixed or 'default'}",
+    )
 
 
 def check_name(llmservice: LLMService, plan: Plan) -> None:
     name = llmservice.name
     limit = MAX_NAME_MULTI_NODE if plan.nodes_per_replica > 1 else MAX_NAME
+    if not name:
+        raise RenderError(
+            "metadata.name",
+            "<missing>",
+            "every LLMService needs a name (its Service and workload carry it)",
+            f"set metadata.name, e.g. {_suggest(llmservice.spec.model.id.rsplit('/', 1)[-1])}",
+        )
+    namespace = namespace_problem(llmservice.namespace)
+    if namespace is not None:
+        raise RenderError("metadata.namespace", llmservice.namespace, *namespace)
     if not DNS_LABEL.match(name):
         raise RenderError(
             "metadata.name",
