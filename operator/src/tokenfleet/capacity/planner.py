@@ -52,6 +52,7 @@ from tokenfleet.capacity.performance import (
 from tokenfleet.capacity.prefix import explain as explain_prefix
 from tokenfleet.capacity.prefix import prefill_share, prefill_tokens
 from tokenfleet.capacity.quantization import WeightFormat, weight_format
+from tokenfleet.capacity.slo_margin import barely_met
 from tokenfleet.capacity.types import GIB, Plan, PlanRequest
 
 MAX_MEMORY_FRACTION = 0.95
@@ -509,8 +510,11 @@ def _plan(req: PlanRequest, floor_rps: float = 0.0) -> Plan:
         bare = closed(step, replica, busy, 1, req.output_tokens)
         share = prefill_share(full.requests_per_second, bare.requests_per_second)
         why = f"{why}; {explain_prefix(req.input_tokens, req.prefix_cache_hit_rate, share)}"
+    one = closed(step, replica, 1, prefill, req.output_tokens)  # cached: the search's own
+    barely = barely_met(one, prediction, req.ttft_slo_ms, req.tpot_slo_ms)
+    if barely is not None:
+        warnings.append(barely)
     if prediction.goodput_requests_per_second == 0:
-        one = closed(step, replica, 1, prefill, req.output_tokens)
         warnings.append(
             f"even a single request misses the SLO (predicted TTFT {one.ttft_p50 * 1e3:.0f} ms, "
             f"TPOT {one.tpot_p50 * 1e3:.1f} ms vs {req.ttft_slo_ms:g} / {req.tpot_slo_ms:g} ms); "
