@@ -34,6 +34,13 @@ CONFIGS = {
     "long-prefill-threshold-kv-bound": SchedulerConfig(
         12_000, 64, 2048, 4096, long_prefill_token_threshold=512
     ),
+    # vLLM 0.32's admission (whole sequence must fit) and V1's prefix cache, where a
+    # preempted request comes back with its own surviving blocks.
+    "kv-bound-whole-sequence": SchedulerConfig(12_000, 64, 512, 4096, reserve_full_sequence=True),
+    "kv-bound-prefix-cache": SchedulerConfig(12_000, 64, 512, 4096, prefix_caching=True),
+    "kv-bound-both": SchedulerConfig(
+        12_000, 64, 512, 4096, reserve_full_sequence=True, prefix_caching=True
+    ),
 }
 SHAPES = [(100, 50), (700, 400), (30, 5), (1500, 300), (12, 600)]
 
@@ -74,6 +81,9 @@ def test_every_request_sees_the_same_times(name: str, gap: float) -> None:
     assert lazy.free_blocks == config.num_blocks  # every block came back
     if name == "kv-bound":  # the eager fallback ran, for preemption
         assert eager.num_preemptions > 0 and lazy.eager_steps > 0
+    if name == "kv-bound-prefix-cache":  # preempted requests came back with their hits
+        assert eager.prefix_hit_tokens > 0
+        assert lazy.prefix_hit_tokens == eager.prefix_hit_tokens
     if name == "roomy":  # the lazy path alone
         assert eager.num_preemptions == 0 and lazy.eager_steps == 0
 

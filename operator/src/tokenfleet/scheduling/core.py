@@ -22,8 +22,17 @@ forward pass does:
    of the step. It finishes at `max_tokens` (ignore_eos semantics) or at `max_model_len`.
 
 KV is counted in blocks of `block_size` tokens (16, vLLM's default): a request holds
-ceil(computed tokens / block_size) blocks. Prefix caching is not modelled (every prompt is
-treated as unique), which is the worst case for a real engine.
+ceil(computed tokens / block_size) blocks. Two admission rules follow vLLM where its version
+has them (SchedulerConfig):
+- `reserve_full_sequence` (vLLM 0.32's scheduler_reserve_full_isl, on by default there): a
+  waiting request is admitted only if its whole sequence fits the free blocks, not only its
+  first chunk. Without it a long prompt admitted on its first chunk can run the cache out
+  half-way, be preempted, come back and do it again: the thrash vLLM's option is there for.
+- `prefix_caching` (vLLM V1's default): freed blocks stay in the prefix cache, in the free
+  queue, until reused. Prompts are taken as unshared (no request hits another's blocks), but
+  a preempted request, when it comes back, hits its own full blocks that no allocation has
+  taken since (vLLM frees a request's blocks tail first and allocates from the queue's head,
+  so the survivors are a prefix) and recomputes only the rest.
 """
 
 from __future__ import annotations
@@ -63,6 +72,13 @@ class SchedulerConfig:
     # waiting, no request computes more than this many tokens in one step, so a long
     # prompt's chunks leave budget to the requests behind it. 0: no cap (vLLM's default).
     long_prefill_token_threshold: int = 0
+    # vLLM 0.32's --scheduler-reserve-full-isl (its default): admit a waiting request only if
+    # its whole sequence fits the free blocks (KVCacheManager.allocate_slots'
+    # full_sequence_must_fit). False: the first chunk's blocks are enough (older vLLM).
+    reserve_full_sequence: bool = False
+    # vLLM's --enable-prefix-caching (V1's default): a preempted request comes back with the
+    # hit of its own blocks still cached (module docstring). Prompts are taken as unshared.
+    prefix_caching: bool = False
 
     @property
     def num_blocks(self) -> int:
@@ -78,9 +94,20 @@ class SchedulerConfig:
         return self.max_num_batched_tokens
 
     def piece_fits(self, request: SimRequest, budget: int, free_blocks: int) -> bool:
-        """Whether a request's next prefill piece (at most `budget` tokens) fits the KV."""
+        """Whether a request's next prefill piece (at most `budget` tokens) fits the KV. For
+        a waiting request under `reserve_full_sequence`, its whole sequence must fit too. (A
+        prefix-cache hit of a preempted request's own blocks needs no fewer blocks: the hit
+        blocks are taken from the free queue as well.)"""
+        size = self.block_size
+        if (
+            self.reserve_full_sequence
+            and request.state == "waiting"
+            and -(-min(request.num_tokens, self.max_model_len) // size) - request.blocks
+            > free_blocks
+        ):
+            return False
         new = min(request.num_tokens - request.num_computed, budget)
-        return -(-(request.num_computed + new) // self.block_size) - request.blocks <= free_blocks
+        return -(-(request.num_computed + new) // size) - request.blocks <= free_blocks
 
 
 @dataclass(eq=False, slots=True)
@@ -103,6 +130,8 @@ class SimRequest:
     last_token_at: float | None = None
     finished_at: float | None = None
     token_times: list[float] = field(default_factory=list)
+    # Preempted with prefix caching on: its full blocks in the free queue (Scheduler).
+    cached: FreeRun | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -112,6 +141,16 @@ class SimRequest:
     @property
     def finished(self) -> bool:
         return self.finished_at is not None
+
+
+@dataclass(eq=False, slots=True)
+class FreeRun:
+    """Consecutive blocks of the free queue (vLLM's FreeKVCacheBlockQueue, allocated from its
+    head, freed to its tail): `count` blocks of a preempted request's prefix, still cached
+    (`owner`), or blocks nobody will hit (owner None)."""
+
+    owner: SimRequest | None
+    count: int
 
 
 # The three records below are NamedTuples, not frozen dataclasses: immutable all the same,
@@ -169,8 +208,19 @@ class Scheduler:
         self._running: list[SimRequest] = []
         self.free_blocks = config.num_blocks
         self.num_preemptions = 0
+        self.prefix_hit_tokens = 0  # recomputation a preempted request's own cache saved
         # Per-token timestamps cost memory and time; virtual runs for plan() skip them.
         self.record_token_times = record_token_times
+        # The free queue, kept only with prefix caching (a preempted request's hit depends
+        # on what was allocated since). Allocations are not recorded one by one: every
+        # block that left the queue other than by a hit was allocated from its head, so
+        # the head's share is settled from the counts when a hit is looked up (_settle).
+        self._queue: deque[FreeRun] = deque()
+        if config.prefix_caching:
+            self._queue.append(FreeRun(None, config.num_blocks))
+        self._appended = config.num_blocks  # blocks ever put in the queue
+        self._hit_taken = 0  # blocks that left it as prefix-cache hits
+        self._popped = 0  # blocks taken from its head, as far as _settle applied them
 
     # A property, not a plain attribute, because LazyScheduler overrides it: compiled (mypyc),
     # this class's own reads of a plain attribute would skip the override.
@@ -273,9 +323,16 @@ class Scheduler:
         if not preempted:
             while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
                 request = self.waiting[0]
-                new_tokens = min(request.num_tokens - request.num_computed, budget, cap)
-                if not self._allocate(request, new_tokens):
+                if not self.config.piece_fits(request, 0, self.free_blocks):
+                    break  # reserve_full_sequence: its whole sequence does not fit
+                hit = self._hit_blocks(request) if request.cached is not None else 0
+                start = request.num_computed + hit * size
+                new_tokens = min(request.num_tokens - start, budget, cap)
+                if -(-(start + new_tokens) // size) - request.blocks > self.free_blocks:
                     break
+                if hit:
+                    self._take_hit(request, hit)
+                self._allocate(request, new_tokens)
                 self.waiting.popleft()
                 self.running.append(request)
                 request.state = "running"
@@ -432,15 +489,77 @@ class Scheduler:
 
     def _free(self, request: SimRequest) -> None:
         self.free_blocks += request.blocks
+        if self.config.prefix_caching:
+            self._append(None, request.blocks)
         request.blocks = 0
 
     def _preempt(self, request: SimRequest) -> None:
-        self._free(request)
+        if self.config.prefix_caching:
+            # Freed tail first: the blocks past the computed prefix, then its full blocks
+            # from the last to the first, which so outlive the others in the queue.
+            full = min(request.num_computed // self.config.block_size, request.blocks)
+            self.free_blocks += request.blocks
+            self._append(None, request.blocks - full)
+            request.cached = self._append(request, full)
+            request.blocks = 0
+        else:
+            self._free(request)
         request.num_computed = 0
         request.num_preemptions += 1
         request.state = "waiting"
         self.num_preemptions += 1
         self.waiting.appendleft(request)
+
+    # -- the prefix cache's free queue (config.prefix_caching) ------------------------------
+    def _append(self, owner: SimRequest | None, count: int) -> FreeRun | None:
+        if count <= 0:
+            return None
+        self._appended += count
+        queue = self._queue
+        if owner is None and queue and queue[-1].owner is None:
+            queue[-1].count += count
+            return None
+        run = FreeRun(owner, count)
+        queue.append(run)
+        return run if owner is not None else None
+
+    def _settle(self) -> None:
+        """Take from the queue's head what was allocated since the last call."""
+        popped = self._appended - self._hit_taken - self.free_blocks
+        due = popped - self._popped
+        self._popped = popped
+        queue = self._queue
+        while due > 0 or (queue and queue[0].count == 0):
+            head = queue[0]
+            take = due if due < head.count else head.count
+            head.count -= take
+            due -= take
+            if head.count == 0:
+                if head.owner is not None:
+                    head.owner.cached = None
+                queue.popleft()
+
+    def _hit_blocks(self, request: SimRequest) -> int:
+        """Blocks of a preempted request's own prefix still in the cache: vLLM's hit, at most
+        num_tokens - 1 tokens (one must be computed for the logits)."""
+        self._settle()
+        run = request.cached
+        if run is None:
+            return 0
+        cap = (request.num_tokens - 1) // self.config.block_size
+        return run.count if run.count < cap else cap
+
+    def _take_hit(self, request: SimRequest, hit: int) -> None:
+        run = request.cached
+        assert run is not None
+        run.count -= hit  # the prefix leaves; the run's older (tail) blocks stay, uncached
+        run.owner = None
+        request.cached = None
+        self._hit_taken += hit
+        self.free_blocks -= hit
+        request.blocks = hit
+        request.num_computed = hit * self.config.block_size
+        self.prefix_hit_tokens += request.num_computed
 
 
 @dataclass(frozen=True)

@@ -200,10 +200,20 @@ class LazyScheduler(Scheduler):
             running = len(self._lazy) + len(active)
             max_seqs = cfg.max_num_seqs
             free = self.free_blocks
+            full_gate = cfg.reserve_full_sequence
             while waiting and budget > 0 and running < max_seqs:
                 request = waiting[0]
-                computed = request.num_computed
-                new = request.prompt_tokens + request.output_tokens - computed
+                total = request.prompt_tokens + request.output_tokens
+                if full_gate:  # SchedulerConfig.piece_fits' whole-sequence rule, inlined
+                    whole = total if total < cfg.max_model_len else cfg.max_model_len
+                    if -(-whole // size) - request.blocks > free:
+                        break
+                hit = 0
+                if request.cached is not None:
+                    self.free_blocks = free  # _hit_blocks settles the queue on the count
+                    hit = self._hit_blocks(request)
+                computed = request.num_computed + hit * size
+                new = total - computed
                 if budget < new:
                     new = budget
                 if cap < new:
@@ -211,6 +221,11 @@ class LazyScheduler(Scheduler):
                 need = -(-(computed + new) // size) - request.blocks
                 if need > free:
                     break
+                if hit:
+                    self.free_blocks = free
+                    self._take_hit(request, hit)
+                    free = self.free_blocks
+                    need -= hit
                 if need > 0:
                     free -= need
                     request.blocks += need
@@ -374,12 +389,7 @@ class LazyScheduler(Scheduler):
                 cap = cfg.prefill_cap(n + len(waiting))
                 if cap < budget:
                     budget = cap
-            head = waiting[0]  # SchedulerConfig.piece_fits, inlined
-            computed = head.num_computed
-            new = head.prompt_tokens + head.output_tokens - computed
-            if budget < new:
-                new = budget
-            if -(-(computed + new) // cfg.block_size) - head.blocks <= self.free_blocks:
+            if cfg.piece_fits(waiting[0], budget, self.free_blocks):
                 return None  # it would be admitted now
         heap = self._finish
         lazy = self._lazy
