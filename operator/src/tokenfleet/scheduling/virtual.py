@@ -214,14 +214,8 @@ def closed_loop(
     warm-up; the next `measured` are counted."""
     run = _Run(config, timer, slo, request_overhead, exact)
     c = max(1, concurrency)
-    prompt, out = shapes[0]
-    # Stagger the clients over one request's estimated latency so finishes spread out as in a
-    # long benchmark, instead of one synchronised wave.
-    context = c * (prompt + out // 2)
-    e2e = timer.step_seconds(prompt, 0, 0) + out * timer.step_seconds(0, c, context)
-    gap = e2e / c
-    for i in range(c):
-        run.arrive(i * gap, shapes[i % len(shapes)])
+    for i, at in enumerate(closed_loop_starts(config, timer, c, shapes[0])):
+        run.arrive(at, shapes[i % len(shapes)])
     # Count requests by the order they were sent, not by the order they finish (the first
     # to finish are the short ones), and keep every client busy until the last counted one
     # is done, so each counted request saw the full load.
@@ -249,6 +243,33 @@ def closed_loop(
         return run.stats([], 0.0, saturated=True)
     e2e = sum(cast(float, r.finished_at) - r.arrival for r in counted) / len(counted)
     return run.stats(counted, len(counted) * (e2e + request_overhead) / c, saturated=False)
+
+
+def closed_loop_starts(
+    config: SchedulerConfig, timer: StepTimer, clients: int, shape: Shape
+) -> list[float]:
+    """When closed_loop's clients send their first requests: staggered over one request's
+    estimated latency, so finishes spread out as in a long benchmark instead of one
+    synchronised wave. The estimate runs as many requests at once as the replica holds (the
+    seats, or the KV cache at this shape): beyond that the others queue."""
+    c = max(1, clients)
+    prompt, out = shape
+    held = min(c, config.max_num_seqs, max(1, config.kv_cache_tokens // max(prompt + out, 1)))
+    context = held * (prompt + out // 2)
+    e2e = timer.step_seconds(prompt, 0, 0) + out * timer.step_seconds(0, held, context)
+    gap = e2e / c
+    return [i * gap for i in range(c)]
+
+
+def poisson_times(rate: float, requests: int, seed: int) -> list[float]:
+    """open_loop's arrival times: the first at 0, then exponential gaps at `rate`."""
+    rng = random.Random(seed)
+    at = 0.0
+    times: list[float] = []
+    for _ in range(requests):
+        times.append(at)
+        at += rng.expovariate(rate)
+    return times
 
 
 def first_wave(
@@ -284,17 +305,19 @@ def benchmark_loop(
     timer: StepTimer,
     concurrency: int,
     shape: Shape,
-    rounds: int,
+    rounds: int = 1,
     max_steps: int = 200_000,
     request_overhead: float = 0.0,
+    num_prompts: int | None = None,
 ) -> LoadStats:
-    """A whole closed-loop benchmark: every client sends at t = 0, then its next request
-    `request_overhead` after its last one ends, `rounds` x C requests in all, every one
-    counted."""
+    """A whole closed-loop benchmark (`vllm bench serve --max-concurrency C --num-prompts
+    N`): every client sends at t = 0, then its next request `request_overhead` after its
+    last one ends, N requests in all (default `rounds` x C), every one counted; the
+    throughput is over the makespan."""
     run = _Run(config, timer, None, request_overhead)
     c = max(1, concurrency)
-    total = c * max(1, rounds)
-    sent = [run.arrive(0.0, shape) for _ in range(c)]
+    total = max(1, num_prompts) if num_prompts is not None else c * max(1, rounds)
+    sent = [run.arrive(0.0, shape) for _ in range(min(c, total))]
     steps = 0
     while len(sent) < total or run.pending or not run.scheduler.idle:
         steps += 1
@@ -380,12 +403,10 @@ def open_loop(
     scheduled with a queue that piled up (the verdict looks only at their admission waits),
     skipping the drain."""
     run = _Run(config, timer, slo, request_overhead, exact)
-    rng = random.Random(seed)
-    at = 0.0
-    arrivals: list[SimRequest] = []
-    for i in range(requests):
-        arrivals.append(run.arrive(at, shapes[i % len(shapes)]))
-        at += rng.expovariate(rate)
+    arrivals = [
+        run.arrive(at, shapes[i % len(shapes)])
+        for i, at in enumerate(poisson_times(rate, requests, seed))
+    ]
     warm = requests // 5 if warmup is None else min(warmup, requests - 1)
     counted = requests - warm
     allowed = math.inf
@@ -455,6 +476,34 @@ def open_loop(
             total_tokens_per_second=rate * total,
         )
     return stats
+
+
+def poisson_benchmark(
+    config: SchedulerConfig,
+    timer: StepTimer,
+    rate: float,
+    shapes: Sequence[Shape],
+    requests: int,
+    seed: int = 0,
+    max_steps: int = 400_000,
+    request_overhead: float = 0.0,
+) -> LoadStats:
+    """`vllm bench serve --request-rate R --num-prompts N`: Poisson arrivals (poisson_times),
+    every request counted, the throughput over the makespan (the last finish), as the
+    benchmark reports it; `saturated` when the admission queue piled up (_piled_up)."""
+    run = _Run(config, timer, None, request_overhead)
+    arrivals = [
+        run.arrive(at, shapes[i % len(shapes)])
+        for i, at in enumerate(poisson_times(rate, requests, seed))
+    ]
+    steps = 0
+    while (run.pending or not run.scheduler.idle) and steps < max_steps:
+        steps += 1
+        run.advance(max_steps)
+    done = [r for r in arrivals if r.finished]
+    makespan = max((r.finished_at or 0.0) for r in done) + request_overhead if done else 0.0
+    saturated = len(done) < len(arrivals) or _piled_up(arrivals)
+    return run.stats(done, makespan, saturated)
 
 
 def offline(
