@@ -26,6 +26,9 @@ from tokenfleet.capacity.gpus import GPU
 from tokenfleet.capacity.kernels import STEP_OVERHEAD_S
 
 DEFAULT_VERSIONS = {"vllm": "0.32.0", "sglang": "0.5.23"}
+# The first vLLM whose scheduler was read admitting a request only when its whole sequence
+# fits (EngineProfile.reserve_full_sequence).
+RESERVE_FULL_SEQUENCE_SINCE = (0, 32, 0)
 GIB = 1024**3
 
 
@@ -51,6 +54,19 @@ class EngineProfile:
     # vllm/config/vllm.py: "Async scheduling is disabled because the V1 model runner does
     # not support it with pipeline parallelism").
     async_scheduling: bool = False
+    # The scheduler's admission rules (tokenfleet.scheduling.core.SchedulerConfig), checked
+    # against vLLM 0.32's own scheduler (tests/system/test_scheduler_vs_vllm.py):
+    # - prefix caching, on by default in the V1 engine (vllm/config/cache.py
+    #   enable_prefix_caching = True): a preempted request comes back with its own
+    #   surviving blocks cached;
+    # - the whole sequence must fit before a waiting request is admitted
+    #   (scheduler_reserve_full_isl, vllm/config/scheduler.py, default True in 0.32). It
+    #   came as an opt-in (vllm-project/vllm#37307, merged 2026-03: "The default behaviour
+    #   of vLLM is to schedule requests if the first chunk of a request fits"); the first
+    #   release with it on by default was not pinned down, so it is taken from 0.32, the
+    #   release read here (RESERVE_FULL_SEQUENCE_SINCE).
+    prefix_caching: bool = False
+    reserve_full_sequence: bool = False
 
     def step_overhead_s(self, pp: int) -> float:
         """The engine's CPU time a step adds to the GPU's (kernels.STEP_OVERHEAD_S)."""
@@ -84,6 +100,7 @@ _VLLM_LEGACY = EngineProfile(
     non_torch_per_rank_gib=0.13,
     cuda_graphs_in_budget=False,
     default_memory_fraction=0.90,
+    prefix_caching=True,
 )
 _VLLM_V1 = replace(
     _VLLM_LEGACY,
@@ -127,7 +144,7 @@ def engine_profile(engine: str, version: str | None = None) -> EngineProfile:
             "use vLLM 0.9 or newer",
         )
     family = _VLLM_LEGACY if v < (0, 12, 0) else _VLLM_V1 if v < (0, 21, 0) else _VLLM_NEWER
-    return replace(family, version=resolved)
+    return replace(family, version=resolved, reserve_full_sequence=v >= RESERVE_FULL_SEQUENCE_SINCE)
 
 
 def default_batch_limits(engine: str, gpu: GPU, version: str | None = None) -> tuple[int, int]:

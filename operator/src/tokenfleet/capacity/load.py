@@ -21,13 +21,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
+from tokenfleet.capacity.engine_profiles import engine_profile
 from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import StepModel
-from tokenfleet.capacity.types import Prediction
+from tokenfleet.capacity.types import Plan, Prediction
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
-from tokenfleet.scheduling.virtual import LoadStats, closed_loop, open_loop
+from tokenfleet.scheduling.virtual import (
+    LoadStats,
+    benchmark_loop,
+    closed_loop,
+    offline,
+    open_loop,
+    poisson_benchmark,
+)
 
 # Running requests simulated individually (a run costs about linearly in it with the lazy
 # scheduler: arrivals, prefills and finishes are the events). Lockstep groups
@@ -88,6 +96,9 @@ class Replica:
     pipeline_lanes: int = 1
     engine: str = "vllm"  # whose client overhead applies (capacity/overheads.py)
     long_prefill_token_threshold: int = 0  # vLLM's per-step chunk cap (long_prefill.py)
+    # The engine version's admission rules (engine_profiles.EngineProfile).
+    prefix_caching: bool = False
+    reserve_full_sequence: bool = False
 
     @classmethod
     def of(
@@ -98,8 +109,10 @@ class Replica:
         max_num_batched_tokens: int,
         max_model_len: int,
         pipeline_parallel_size: int = 1,
+        version: str | None = None,
     ) -> Replica:
         sglang = engine == "sglang"
+        profile = engine_profile("sglang" if sglang else "vllm", version)
         return cls(
             kv_cache_tokens,
             max_num_seqs,
@@ -109,7 +122,29 @@ class Replica:
             mixed_prefill=not sglang,
             pipeline_lanes=max(1, pipeline_parallel_size),
             engine="sglang" if sglang else "vllm",
+            prefix_caching=profile.prefix_caching,
+            reserve_full_sequence=profile.reserve_full_sequence,
         )
+
+    @classmethod
+    def for_plan(cls, p: Plan) -> Replica:
+        """The replica a plan renders: its KV cache, batch limits and engine version."""
+        replica = cls.of(
+            p.engine,
+            p.kv_cache_tokens,
+            p.max_num_seqs,
+            p.max_num_batched_tokens,
+            p.max_model_len,
+            p.pipeline_parallel_size,
+            p.engine_version,
+        )
+        return replace(replica, long_prefill_token_threshold=p.long_prefill_token_threshold)
+
+    def held(self, request_tokens: int) -> int:
+        """How many requests of `request_tokens` run at once: the seats, or what the KV
+        cache holds (beyond it the engine queues them: its admission checks the blocks)."""
+        fit = self.kv_cache_tokens // max(request_tokens, 1)
+        return max(1, min(self.max_num_seqs, fit))
 
 
 def lockstep(
@@ -135,6 +170,8 @@ def lockstep(
         mixed_prefill=replica.mixed_prefill,
         # A 1/w copy caps its chunks at 1/w of the threshold, as it does its budget.
         long_prefill_token_threshold=-(-replica.long_prefill_token_threshold // w),
+        reserve_full_sequence=replica.reserve_full_sequence,
+        prefix_caching=replica.prefix_caching,
     )
     return (ScaledTimer(timer, w) if w > 1 else timer), config, w * lanes
 
@@ -163,25 +200,78 @@ def closed(
     """Steady state of `concurrency` clients sending back to back. `overhead_s`: each
     request's time outside the engine (default: the engine's, capacity/overheads.py)."""
     c = max(1, min(concurrency, replica.max_num_seqs * 64))
-    scaled, config, w = lockstep(replica, timer, c, input_tokens + output_tokens)
+    # The lockstep factor follows the requests that run at once, not the clients: beyond
+    # what the replica holds the rest queue, and a queue costs a run next to nothing.
+    running = min(c, replica.held(input_tokens + output_tokens))
+    scaled, config, w = lockstep(replica, timer, running, input_tokens + output_tokens)
     clients = max(1, round(c / w))
-    # One wave of clients is warm-up; then at least CLOSED_MEASURED (a large loop is already
-    # steady after its first wave: half a wave more is enough for the means).
-    measured = max(CLOSED_MEASURED, clients // 2)
-    if clients == 1:
-        # A lone client's requests of one shape are identical, one after another: two
-        # give the same statistics as thirty-two.
-        measured = 2
     stats = closed_loop(
         config,
         scaled,
         clients,
         [(input_tokens, output_tokens)],
-        measured,
+        closed_measured(clients),
         slo,
         request_overhead=_overhead(replica, input_tokens, overhead_s),
     )
     return unscale(stats, w)
+
+
+Procedure = Literal["closed-loop", "burst", "poisson"]
+PROCEDURES: tuple[Procedure, ...] = ("closed-loop", "burst", "poisson")
+BENCHMARK_SEED = 7  # the Poisson benchmark's arrival times (virtual.poisson_times)
+
+
+@lru_cache(maxsize=256)
+def benchmark(
+    timer: StepModel,
+    replica: Replica,
+    procedure: Procedure,
+    input_tokens: int,
+    output_tokens: int,
+    num_prompts: int,
+    concurrency: int = 1,
+    rate: float = 0.0,
+    overhead_s: float | None = None,
+) -> LoadStats:
+    """A whole benchmark run as its client runs it, every request counted, the throughput
+    over the makespan (what `vllm bench serve` prints):
+    - "closed-loop": `concurrency` clients all sending at t = 0, each its next request when
+      its last one ends, `num_prompts` in all (`--max-concurrency C --num-prompts N`);
+    - "burst": all `num_prompts` at t = 0 (`--request-rate inf`);
+    - "poisson": Poisson arrivals at `rate` req/s (`--request-rate R`, seeded).
+    Large loads run in lockstep groups (lockstep()), sized by what runs at once."""
+    shape = (input_tokens, output_tokens)
+    n = max(1, num_prompts)
+    held = replica.held(input_tokens + output_tokens)
+    overhead = _overhead(replica, input_tokens, overhead_s)
+    if procedure == "closed-loop":
+        c = max(1, min(concurrency, n))
+        scaled, config, w = lockstep(replica, timer, min(c, held), input_tokens + output_tokens)
+        clients, prompts = max(1, round(c / w)), max(1, round(n / w))
+        stats = benchmark_loop(
+            config, scaled, clients, shape, num_prompts=prompts, request_overhead=overhead
+        )
+    elif procedure == "burst":
+        scaled, config, w = lockstep(replica, timer, min(n, held), input_tokens + output_tokens)
+        stats = offline(config, scaled, [shape], max(1, round(n / w)), request_overhead=overhead)
+    else:
+        if not rate > 0:
+            raise ValueError("a Poisson benchmark needs a rate above 0")
+        scaled, config, w = lockstep(replica, timer, held, input_tokens + output_tokens)
+        prompts = max(1, round(n / w))
+        stats = poisson_benchmark(
+            config, scaled, rate / w, [shape], prompts, BENCHMARK_SEED, request_overhead=overhead
+        )
+    return unscale(stats, w)
+
+
+def closed_measured(clients: int) -> int:
+    """Requests closed() counts after its warm-up wave: at least CLOSED_MEASURED (a large
+    loop is already steady after its first wave: half a wave more is enough for the
+    means); a lone client's requests of one shape are identical one after another, so two
+    give the same statistics as thirty-two."""
+    return 2 if clients <= 1 else max(CLOSED_MEASURED, clients // 2)
 
 
 def _overhead(replica: Replica, input_tokens: int, given: float | None) -> float:
@@ -459,5 +549,5 @@ def predict_under_load(
 
 def clear_caches() -> None:
     """Forget every cached run (benchmarks of a cold plan(), tests)."""
-    for cached in (closed, open_, goodput_capacity):
+    for cached in (closed, open_, goodput_capacity, benchmark):
         cached.cache_clear()

@@ -243,6 +243,7 @@ def run_case(case: PerfCase) -> Outcome:
         p.max_num_batched_tokens,
         p.max_model_len,
         case.pp,
+        p.engine_version,
     )
     return Outcome(case, p, _run(case, timer, replica, shapes))
 

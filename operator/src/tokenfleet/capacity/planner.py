@@ -599,7 +599,9 @@ def _size(ctx: _Context, layouts: list[Layout]) -> _Sized:
         )
     step = _step_model(ctx, ev)
     slots = min(max_seqs, ev.kv_tokens // max(request_tokens, 1))
-    replica = Replica.of(req.engine, ev.kv_tokens, max_seqs, ctx.batched, max_len, ev.layout.pp)
+    replica = Replica.of(
+        req.engine, ev.kv_tokens, max_seqs, ctx.batched, max_len, ev.layout.pp, req.engine_version
+    )
     if req.cap_long_prefills:
         threshold = long_prefill_threshold(step, ctx.batched, max_len, req.tpot_slo_ms / 1e3)
         replica = replace(replica, long_prefill_token_threshold=threshold)

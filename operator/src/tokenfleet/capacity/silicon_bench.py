@@ -122,6 +122,7 @@ def phases(
         p.max_num_batched_tokens,
         p.max_model_len,
         p.pipeline_parallel_size,
+        p.engine_version,
     )
     r = resolve(row)
     page = 1 if isinstance(r, str) else launch_page_size(r.gpu_id, r.arch, row.tp)
