@@ -191,6 +191,35 @@ def _fits(ev: Evaluation, need_tokens: int) -> bool:
     return ev.memory.kv_cache > 0 and ev.kv_tokens >= need_tokens
 
 
+def _fewest_seqs(ctx: _Context) -> int:
+    """The fewest seats plan() renders for the workload (_max_num_seqs: the concurrency,
+    rounded up to 8)."""
+    return max(1, min(ctx.max_seqs_default, math.ceil(ctx.req.concurrency / 8) * 8))
+
+
+def _evaluate(ctx: _Context, lay: Layout, max_len: int, need_tokens: int) -> Evaluation:
+    """The layout at `max_len` with the engine's default seats or, where vLLM's profile of
+    its sampler over that many sequences leaves too little KV cache for `need_tokens`, with
+    the fewest seats the plan renders. vLLM runs the dummy sampler over --max-num-seqs
+    logits after the dummy forward has freed its activations
+    (vllm/v1/worker/gpu_model_runner.py profile_run, _dummy_sampler_run), so a plan that
+    renders fewer seats reserves that much less: a 32K-token prompt of Qwen3-32B at TP 1 on
+    an H100 (151,936-token vocabulary: 2.3 GiB of sampler buffers at 1024 seats) fits with
+    the few the KV cache holds anyway."""
+    req = ctx.req
+    settings = _settings(ctx, lay, max_len)
+    ev = evaluate(req.arch, req.gpu, ctx.profile, ctx.fmt, lay, settings)
+    fewest = _fewest_seqs(ctx)
+    if _fits(ev, need_tokens) or req.max_num_seqs is not None or req.engine == "sglang":
+        return ev
+    if fewest >= settings.max_num_seqs:
+        return ev
+    fewer = evaluate(
+        req.arch, req.gpu, ctx.profile, ctx.fmt, lay, replace(settings, max_num_seqs=fewest)
+    )
+    return fewer if _fits(fewer, need_tokens) else ev
+
+
 def _explain_no_fit(ctx: _Context, evs: list[Evaluation], max_len: int) -> PlanError:
     req = ctx.req
     last = evs[-1] if evs else None
@@ -250,7 +279,7 @@ def _choose(
     evaluated: list[Evaluation] = []
     startable: list[Evaluation] = []
     for lay in layouts:
-        ev = evaluate(arch, req.gpu, ctx.profile, ctx.fmt, lay, _settings(ctx, lay, want_len))
+        ev = _evaluate(ctx, lay, want_len, min_len)
         evaluated.append(ev)
         if _fits(ev, min_len):
             startable.append(ev)
@@ -310,14 +339,7 @@ def _choose(
             f"max-model-len lowered from {want_len} (model maximum) to {max_len} so the KV cache "
             "holds one full-length request; set --max-model-len to choose"
         )
-        chosen = evaluate(
-            arch,
-            req.gpu,
-            ctx.profile,
-            ctx.fmt,
-            chosen.layout,
-            _settings(ctx, chosen.layout, max_len),
-        )
+        chosen = _evaluate(ctx, chosen.layout, max_len, min_len)
     if req.tensor_parallel_size and len(layouts) == 1 and req.objective != "cost":
         # Nothing was chosen: name the flags that fixed the layout, not an objective.
         why = f"fixed --tp {req.tensor_parallel_size}" + (
@@ -411,7 +433,7 @@ def _estimated_cost(ctx: _Context, lay: Layout) -> float:
     req = ctx.req
     want_len = req.max_model_len or req.arch.max_context
     request_tokens = req.input_tokens + req.output_tokens
-    ev = evaluate(req.arch, req.gpu, ctx.profile, ctx.fmt, lay, _settings(ctx, lay, want_len))
+    ev = _evaluate(ctx, lay, want_len, min(want_len, request_tokens))
     if not _fits(ev, min(want_len, request_tokens)):
         return math.inf
     slots = min(req.max_num_seqs or ctx.max_seqs_default, ev.kv_tokens // request_tokens)
@@ -589,14 +611,24 @@ def _size(ctx: _Context, layouts: list[Layout]) -> _Sized:
     request_tokens = min(req.input_tokens + req.output_tokens, max_len)
     max_seqs = req.max_num_seqs or _max_num_seqs(ctx, ev, request_tokens)
     if max_seqs != (req.max_num_seqs or ctx.max_seqs_default):
-        ev = evaluate(
+        settings = _settings(ctx, ev.layout, max_len)
+        sized = evaluate(
             req.arch,
             req.gpu,
             ctx.profile,
             ctx.fmt,
             ev.layout,
-            replace(_settings(ctx, ev.layout, max_len), max_num_seqs=max_seqs),
+            replace(settings, max_num_seqs=max_seqs),
         )
+        if not _fits(sized, min(max_len, ev.kv_tokens)) and req.max_num_seqs is None:
+            # More seats than _evaluate could afford: their sampler profile would not leave
+            # the context room; render the fewest (what the layout was chosen with).
+            max_seqs = _fewest_seqs(ctx)
+            sized = evaluate(
+                req.arch, req.gpu, ctx.profile, ctx.fmt, ev.layout,
+                replace(settings, max_num_seqs=max_seqs),
+            )  # fmt: skip
+        ev = sized
     step = _step_model(ctx, ev)
     slots = min(max_seqs, ev.kv_tokens // max(request_tokens, 1))
     replica = Replica.of(
