@@ -74,12 +74,13 @@ lint: venv
 	$(BIN)/ruff format --check operator/src tests setup.py
 	$(BIN)/mypy
 
+# Each tier is its own pytest run (tests/tiers.py), and its wall time is printed at the end.
 test: venv engines prometheus lint
-	$(BIN)/pytest tests
+	$(BIN)/python tests/tiers.py
 
-# Unit tests only: no engines venv, no Prometheus.
+# The unit tier only (under a minute): no engines venv, no Prometheus, nothing marked slow.
 test-fast: venv
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest tests/unit -m "not slow"
 
 # The main job, on this machine alone: the real operator against an emulated Kubernetes API
 # (kmock), one `tokenfleet sim` per replica it asks for, a real Prometheus scraping them, and

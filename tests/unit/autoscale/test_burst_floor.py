@@ -11,6 +11,8 @@ from burst_trace import burst_trace
 from tokenfleet.autoscale.fleetsim.policies import Static, Tokenfleet
 from tokenfleet.autoscale.fleetsim.run import SimOptions, prepare, run_policy
 
+pytestmark = pytest.mark.slow  # a whole-trace replay: the unit-slow tier
+
 
 @pytest.mark.parametrize("seed", [15, 16])
 def test_recurring_short_bursts_cost_no_more_than_a_fixed_fleet(seed: int) -> None:

@@ -31,6 +31,7 @@ def _renewal_counts(cv: float, rate: float, seed: int, bins: int = BINS) -> list
     return counts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("cv", "expected"), [(1.0, 1.0), (2.0, 4.0)])
 def test_index_of_dispersion_is_cv_squared_for_a_renewal_process(
     cv: float, expected: float
@@ -71,6 +72,7 @@ def test_too_few_bins_or_no_arrivals_say_nothing() -> None:
     assert dispersion.excess_dispersion(None) == 0.0
 
 
+@pytest.mark.slow
 def test_poisson_windows_buy_a_small_fraction_of_what_bursty_ones_do() -> None:
     """A 20-bin window reads its IDC with a quartile's noise; two standard errors of it are
     subtracted. Poisson windows still read a little excess now and then (the quartile's

@@ -11,6 +11,8 @@ from tokenfleet.autoscale.fleetsim.replica import FastReplica, FleetRequest
 from tokenfleet.autoscale.fleetsim.run import SimOptions, prepare
 from tokenfleet.autoscale.fleetsim.traces import Trace, TraceRequest
 
+pytestmark = pytest.mark.slow  # a whole-trace replay: the unit-slow tier
+
 
 @pytest.fixture(scope="module")
 def shape() -> ReplicaShape:

@@ -32,6 +32,7 @@ def test_cache_hits_leading_blocks_only_and_evicts_least_recent() -> None:
     assert cache.leading([2]) == cache.leading([3]) == cache.leading([4]) == 1
 
 
+@pytest.mark.slow
 def test_hit_skips_prefill_on_the_replica(short_fleet: Fleet) -> None:
     first = FleetRequest(0.0, 4 * BLOCK_TOKENS, 2, blocks=(1, 2, 3, 4))
     again = FleetRequest(10.0, 4 * BLOCK_TOKENS, 2, blocks=(1, 2, 3, 5))
@@ -43,6 +44,7 @@ def test_hit_skips_prefill_on_the_replica(short_fleet: Fleet) -> None:
     assert again.ttft < first.ttft
 
 
+@pytest.mark.slow
 def test_affinity_sends_a_shared_prefix_where_it_is_cached(short_fleet: Fleet) -> None:
     short_fleet.routing = "affinity"
     short_fleet.start(1, 0.0, warm=True)  # two replicas
@@ -89,6 +91,7 @@ def _trace_file(
     return path
 
 
+@pytest.mark.slow
 def test_affinity_beats_round_robin_on_shared_prefixes(tmp_path: Path) -> None:
     # 120 prefixes x 6 blocks outgrow one replica's cache (kv tokens / 512 blocks) but not
     # a fleet's: round robin spreads every prefix over every replica and evicts it; affinity
@@ -120,6 +123,7 @@ def test_hash_ids_are_read_and_bad_ones_dropped_or_refused(tmp_path: Path) -> No
         load_csv(path, strict=True)
 
 
+@pytest.mark.slow
 def test_cli_routing_compare_reports_both_routers(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

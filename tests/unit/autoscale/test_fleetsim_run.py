@@ -33,11 +33,13 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_same_options_same_json(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None:
     first = _json(capsys, "--trace", str(short_csv), "--seed", "3")
     assert _json(capsys, "--trace", str(short_csv), "--seed", "3") == first
 
 
+@pytest.mark.slow
 def test_json_shape(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None:
     doc = _json(capsys, "--trace", str(short_csv), "--cold-start", "60")
     assert doc["trace"] == "short.csv"
@@ -59,6 +61,7 @@ def test_json_shape(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None
     assert doc["setup"]["coldStartSeconds"] == 60
 
 
+@pytest.mark.slow
 def test_the_ideal_reactive_policy_is_late_on_a_step_by_one_cold_start(short_csv: Path) -> None:
     """The load triples at minute 2: the reactive bound orders replicas at that instant
     (not a tick sooner, unlike the oracle), and they serve a cold start later."""
@@ -72,6 +75,7 @@ def test_the_ideal_reactive_policy_is_late_on_a_step_by_one_cold_start(short_csv
     assert reactive.attainment < oracle.attainment
 
 
+@pytest.mark.slow
 def test_hold_keeps_the_peak_for_the_scale_down_window(short_csv: Path) -> None:
     """The load falls back at minute 4: the reactive bound drops its replicas with the
     next minute, the hold bound keeps the peak for the spec's scale-down window (180 s)."""
@@ -86,6 +90,7 @@ def test_hold_keeps_the_peak_for_the_scale_down_window(short_csv: Path) -> None:
     assert hold.gpu_hours > reactive.gpu_hours
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trace", ["spike"])
 def test_oracle_never_uses_more_gpu_hours_than_static(
     capsys: pytest.CaptureFixture[str], trace: str
@@ -95,6 +100,7 @@ def test_oracle_never_uses_more_gpu_hours_than_static(
     assert rows["oracle"]["gpuHours"] <= rows["static"]["gpuHours"]
 
 
+@pytest.mark.slow
 def test_ours_is_the_operators_policy_decide(
     monkeypatch: pytest.MonkeyPatch, short_csv: Path
 ) -> None:
@@ -115,12 +121,14 @@ def test_ours_is_the_operators_policy_decide(
     assert calls[-1].history.capacity is not None  # the learnt capacity travelled along
 
 
+@pytest.mark.slow
 def test_capacity_error_reaches_our_policy_only(short_csv: Path) -> None:
     setup = prepare(load_csv(short_csv), SimOptions(capacity_error=0.5))
     ours = make_autoscaler("tokenfleet", setup)
     assert ours.history.capacity.predicted == pytest.approx(setup.predicted_capacity * 0.5)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_plot_is_a_png(tmp_path: Path, short_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "sim.png"
     assert (
@@ -168,6 +176,7 @@ def test_bad_csv_row_is_one_line_with_strict(
     assert "line 3 ContextTokens=-5" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_rows_the_model_cannot_serve_are_dropped_and_counted(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -188,6 +197,7 @@ def test_rows_the_model_cannot_serve_are_dropped_and_counted(
     assert "line 11 ContextTokens=-5" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_layout_flags_are_the_plan_commands(
     capsys: pytest.CaptureFixture[str], short_csv: Path
 ) -> None:
@@ -206,6 +216,7 @@ def test_layout_flags_are_the_plan_commands(
     assert "cap-long-prefills=True: needs vLLM 0.32.0 or newer" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_replay_an_llmservice(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None:
     """-f: model, GPU, layout, SLO and autoscaling bounds come from the resource."""
     example = Path(__file__).parents[3] / "examples" / "qwen3-32b-sglang.yaml"

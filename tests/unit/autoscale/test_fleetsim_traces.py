@@ -18,12 +18,14 @@ from tokenfleet.autoscale.fleetsim.traces import (
 from tokenfleet.capacity.errors import PlanError
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BUILT_IN)
 def test_built_in_traces_are_seeded(name: str) -> None:
     assert synthetic(name, 3) == synthetic(name, 3)
     assert synthetic(name, 3) != synthetic(name, 4)
 
 
+@pytest.mark.slow
 def test_shapes() -> None:
     spike = synthetic("spike").rate_per_bucket(60)
     assert statistics.mean(spike[11:14]) > 3 * statistics.mean(spike[:9])
@@ -47,6 +49,7 @@ def test_shapes() -> None:
     assert synthetic("bursty").arrival_cv == 2.0 and synthetic("steady").arrival_cv == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "low", "high"), [("bursty", 1.6, 2.4), ("diurnal", 0.9, 1.1)])
 def test_arrival_cv_of_a_recorded_trace(name: str, low: float, high: float) -> None:
     # A CSV carries no CV: it is estimated per minute, so the diurnal ramp is not a burst.

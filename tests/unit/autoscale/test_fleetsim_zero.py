@@ -29,6 +29,7 @@ def gap_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_zero_in_the_gap_and_back_for_the_second_burst(gap_csv: Path) -> None:
     options = SimOptions(min_replicas=0, scale_to_zero_after=300, cold_start=120)
     setup = prepare(load_csv(gap_csv), options)
@@ -42,6 +43,7 @@ def test_zero_in_the_gap_and_back_for_the_second_burst(gap_csv: Path) -> None:
     assert result.good > 0.5 * result.requests
 
 
+@pytest.mark.slow
 def test_cli_compares_zero_with_one(capsys: pytest.CaptureFixture[str], gap_csv: Path) -> None:
     rows = {}
     for floor in ("0", "1"):

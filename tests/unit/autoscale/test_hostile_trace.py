@@ -17,6 +17,8 @@ from tokenfleet.autoscale.fleetsim.run import RunResult, Setup, SimOptions, prep
 from tokenfleet.autoscale.fleetsim.traces import Trace, TraceRequest
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model
 
+pytestmark = pytest.mark.slow  # a whole-trace replay: the unit-slow tier
+
 DURATION = 900.0
 RATE = 8.0
 LONG_SHARE = 0.05

@@ -12,6 +12,8 @@ from onoff_trace import onoff_trace
 from tokenfleet.autoscale.fleetsim.policies import Static
 from tokenfleet.autoscale.fleetsim.run import SimOptions, make_autoscaler, prepare, run_policy
 
+pytestmark = pytest.mark.slow  # a whole-trace replay: the unit-slow tier
+
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_recurring_bursts_out_of_idle_gaps_cost_near_a_fixed_fleet(seed: int) -> None:

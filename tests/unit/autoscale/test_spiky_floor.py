@@ -8,10 +8,13 @@ spikes are absorbed (seed 2: 96.62% for 6.53 GPU-hours before the rule, one repl
 
 from __future__ import annotations
 
+import pytest
 from onoff_trace import spiky_trace
 
 from tokenfleet.autoscale.fleetsim.policies import Static
 from tokenfleet.autoscale.fleetsim.run import SimOptions, make_autoscaler, prepare, run_policy
+
+pytestmark = pytest.mark.slow  # a whole-trace replay: the unit-slow tier
 
 
 def test_spikes_that_break_the_slo_within_its_budget_keep_a_second_replica() -> None:

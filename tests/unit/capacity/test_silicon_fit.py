@@ -31,6 +31,7 @@ def test_the_split_is_deterministic_and_holds_out_a_third(rows) -> None:
     assert 0.25 < held < 0.42
 
 
+@pytest.mark.slow
 def test_the_overhead_table_is_the_fit_on_the_fit_split(rows) -> None:
     fitted = fit(rows)
     for engine in ("vllm", "sglang"):
@@ -49,6 +50,7 @@ def test_the_start_burst_weighs_on_vllms_mean_ttft(rows) -> None:
     assert short.ttft_s > long_.ttft_s
 
 
+@pytest.mark.slow
 def test_the_held_out_h100_rows_stay_predicted(rows) -> None:
     scored = [s for r in rows if part(r) == "held-out" and isinstance(s := predict_row(r), Scored)]
     assert len(scored) >= 80

@@ -73,6 +73,7 @@ def test_a_plot_that_is_not_a_png_is_refused(
     assert "give a path ending in .png" in _one_line(capsys)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv",
     [

@@ -39,17 +39,20 @@ def _one_error_line(run: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_no_kubeconfig(tmp_path: Path) -> None:
     line = _one_error_line(_operator(tmp_path, "--liveness", "", "--metrics-port", "0"))
     assert "no Kubernetes credentials" in line and "KUBECONFIG" in line
 
 
+@pytest.mark.slow
 def test_liveness_port_busy(tmp_path: Path, busy_port: int) -> None:
     url = f"http://127.0.0.1:{busy_port}/healthz"
     line = _one_error_line(_operator(tmp_path, "--liveness", url, "--metrics-port", "0"))
     assert f"--liveness={url}" in line and "already in use" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
@@ -64,6 +67,7 @@ def test_bad_ports(tmp_path: Path, argv: list[str], fragment: str) -> None:
     assert fragment in _one_error_line(_operator(tmp_path, *argv))
 
 
+@pytest.mark.slow
 def test_metrics_port_busy(tmp_path: Path, busy_port: int) -> None:
     # The metrics server binds every interface; a port taken on loopback is busy for it too.
     line = _one_error_line(_operator(tmp_path, "--liveness", "", "--metrics-port", str(busy_port)))

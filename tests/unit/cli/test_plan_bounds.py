@@ -17,6 +17,7 @@ def _bound(model, name, kind):
     return next(getattr(m, kind) for m in model.model_fields[name].metadata if hasattr(m, kind))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [

@@ -64,6 +64,7 @@ def test_textbook_breakdown(capsys):
     assert "16,911,433,728" in out and "5,368,709,120" in out and "10 GB" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv,fragment",
     [
@@ -89,6 +90,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, fragment):
     assert "Traceback" not in run.stderr
 
 
+@pytest.mark.slow
 def test_config_missing_field_is_named(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"hidden_size": 1024, "num_hidden_layers": 4}))

@@ -1,4 +1,4 @@
-"""`make test` collects every tier in one pytest run, and the test folders are not packages:
+"""`pytest tests` collects every tier in one run, and the test folders are not packages:
 two test modules with one basename make collection fail ("import file mismatch") although
 each tier passes alone. Each test module's name must be unique across tests/."""
 

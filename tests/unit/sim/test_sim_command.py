@@ -61,11 +61,13 @@ def _one_error_line(run: subprocess.CompletedProcess[str]) -> str:
     return errors[0]
 
 
+@pytest.mark.slow
 def test_busy_port_is_one_line(busy_port: int) -> None:
     line = _one_error_line(_sim("--host", "127.0.0.1", "--port", str(busy_port)))
     assert f"--port={busy_port}" in line and "already in use" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
