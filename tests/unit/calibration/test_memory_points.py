@@ -6,7 +6,7 @@ printed token count (and of the printed max concurrency where the log gave one).
 
 import pytest
 
-from tokenfleet.capacity.calibration import POINTS
+from tokenfleet.calibration.memory_points import POINTS
 
 
 @pytest.mark.parametrize("point", POINTS, ids=lambda pt: f"{pt.engine}-{pt.version}-{pt.model}")

@@ -2,7 +2,7 @@
 
 tests/data/moe-kernels-h100.csv: AIConfigurator's H100 kernel tables (SGLang and vLLM Triton
 fused-MoE kernels, the catalog models' expert shapes, TP 1-8). The bf16 / fp8 constants of
-kernels.MOE_KERNELS are fitted on the fit split (capacity/moe_kernel_fit.py); the held-out
+kernels.MOE_KERNELS are fitted on the fit split (calibration/moe_kernel_fit.py); the held-out
 split (each shape at one TP size) is never fitted to.
 """
 
@@ -13,11 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenfleet.capacity import get_gpu, load_model
-from tokenfleet.capacity.comm import comm_for
-from tokenfleet.capacity.errors import PlanError
-from tokenfleet.capacity.kernels import MOE_KERNELS, kernel_for
-from tokenfleet.capacity.moe_kernel_fit import (
+from tokenfleet.calibration.moe_kernel_fit import (
     COMPUTE_GRID,
     LATENCY_GRID,
     RAMP_GRID,
@@ -31,6 +27,10 @@ from tokenfleet.capacity.moe_kernel_fit import (
     parse_rows,
     summarize,
 )
+from tokenfleet.capacity import get_gpu, load_model
+from tokenfleet.capacity.comm import comm_for
+from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.kernels import MOE_KERNELS, kernel_for
 from tokenfleet.capacity.performance import build_step_model
 from tokenfleet.capacity.quantization import weight_format
 

@@ -1,4 +1,4 @@
-"""Published serving benchmarks vs predictions (capacity/perf_calibration.py).
+"""Published serving benchmarks vs predictions (calibration/perf_data.py).
 
 Every row of the shipped perf-data.csv is either a case (held-in or held-out) or excluded
 with a reason; the cases restate the CSV's numbers; the held-out error stays bounded.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenfleet.capacity.perf_calibration import (
+from tokenfleet.calibration.perf_data import (
     CASES,
     EXCLUDED,
     csv_rows,

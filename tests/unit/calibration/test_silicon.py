@@ -1,4 +1,4 @@
-"""capacity/silicon.py + silicon_bench.py: measured rows in AIConfigurator's format, scored.
+"""calibration/silicon.py + silicon_bench.py: measured rows in AIConfigurator's format, scored.
 
 The parser names the line and column of a bad value; rows the planner cannot plan say why;
 a planned row is predicted the way the benchmark ran (all clients start at once).
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tokenfleet.calibration.silicon import Refused, Scored, errors, parse, resolve
+from tokenfleet.calibration.silicon_bench import predict_row
 from tokenfleet.capacity.errors import PlanError
-from tokenfleet.capacity.silicon import Refused, Scored, errors, parse, resolve
-from tokenfleet.capacity.silicon_bench import predict_row
 from tokenfleet.cli import main
 
 HEADER = (

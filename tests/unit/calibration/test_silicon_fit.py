@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tokenfleet.calibration.silicon import Scored, errors, parse, resolve
+from tokenfleet.calibration.silicon_bench import _plan, predict_row, simulate
+from tokenfleet.calibration.silicon_fit import fit, part
 from tokenfleet.capacity.overheads import OVERHEADS
-from tokenfleet.capacity.silicon import Scored, errors, parse, resolve
-from tokenfleet.capacity.silicon_bench import _plan, predict_row, simulate
-from tokenfleet.capacity.silicon_fit import fit, part
 
 H100 = Path(__file__).parents[2] / "data" / "silicon-h100.csv"
 

@@ -1,4 +1,4 @@
-"""capacity/silicon_harness.py: the silicon rows predicted under the launch and client they ran.
+"""calibration/silicon_harness.py: the silicon rows predicted under the launch and client they ran.
 
 SGLang rows of releases whose AIConfigurator launch template carries --enable-mixed-chunk run
 the mixed schedule with the generator's prefill budget; a benchmark that repeats its prompts
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tokenfleet.calibration.silicon import Scored, parse
+from tokenfleet.calibration.silicon_bench import predict_row
+from tokenfleet.calibration.silicon_harness import DEFAULT, Harness, release
 from tokenfleet.capacity.load import Replica
-from tokenfleet.capacity.silicon import Scored, parse
-from tokenfleet.capacity.silicon_bench import predict_row
-from tokenfleet.capacity.silicon_harness import DEFAULT, Harness, release
 from tokenfleet.cli import main
 
 HEADER = (

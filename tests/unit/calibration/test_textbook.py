@@ -2,8 +2,8 @@
 
 import pytest
 
+from tokenfleet.calibration.textbook import textbook
 from tokenfleet.capacity import load_model
-from tokenfleet.capacity.textbook import textbook
 
 GIB = 1024**3
 

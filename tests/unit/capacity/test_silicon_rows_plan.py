@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tokenfleet.calibration.silicon import SiliconRow, parse, resolve
+from tokenfleet.calibration.silicon_bench import _plan
 from tokenfleet.capacity.errors import PlanError
-from tokenfleet.capacity.silicon import SiliconRow, parse, resolve
-from tokenfleet.capacity.silicon_bench import _plan
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 

@@ -171,7 +171,7 @@ EXCLUDED: dict[int, str] = {
 
 @cache
 def csv_rows() -> list[dict[str, str]]:
-    text = resources.files("tokenfleet.capacity").joinpath("data/perf-data.csv").read_text()
+    text = resources.files("tokenfleet.calibration").joinpath("data/perf-data.csv").read_text()
     return list(csv.DictReader(text.splitlines()))
 
 

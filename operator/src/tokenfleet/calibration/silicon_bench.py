@@ -14,7 +14,7 @@ every request counted. What happens after the first wave depends on the schedule
   takes to spread, fitted on the H100 rows).
 That split is what the H100 calibration rows show (SGLang's mean TTFT is a burst's at every
 concurrency; vLLM's grows slowly with it); docs/capacity-model.md has the numbers. SGLang rows
-launched with --enable-mixed-chunk (capacity/silicon_harness.py: 0.5.6.post2 and later, as
+launched with --enable-mixed-chunk (calibration/silicon_harness.py: 0.5.6.post2 and later, as
 AIConfigurator's generator launches them) run vLLM's schedule, their start burst weighing
 what vLLM's does (the H100 rows hold no mixed SGLang row to fit it on).
 """
@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenfleet.calibration.silicon import Refused, Resolved, Scored, SiliconRow, resolve
+from tokenfleet.calibration.silicon_harness import DEFAULT, Harness
 from tokenfleet.capacity import load, step_model
 from tokenfleet.capacity.engine_profiles import default_batch_limits
 from tokenfleet.capacity.errors import PlanError
@@ -31,8 +33,6 @@ from tokenfleet.capacity.overheads import mixed_burst_rounds, request_overhead_s
 from tokenfleet.capacity.planner import plan
 from tokenfleet.capacity.prefix import prefill_tokens
 from tokenfleet.capacity.sglang_defaults import launch_page_size
-from tokenfleet.capacity.silicon import Refused, Resolved, Scored, SiliconRow, resolve
-from tokenfleet.capacity.silicon_harness import DEFAULT, Harness
 from tokenfleet.capacity.types import Plan, PlanRequest
 from tokenfleet.scheduling.virtual import benchmark_loop, first_wave, mean_of_rounds
 

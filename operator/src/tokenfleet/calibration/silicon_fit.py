@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tokenfleet.calibration.silicon import SiliconRow, resolve
+from tokenfleet.calibration.silicon_bench import Phases, _plan, phases
+from tokenfleet.calibration.silicon_harness import DEFAULT, Harness
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.overheads import ClientOverhead
-from tokenfleet.capacity.silicon import SiliconRow, resolve
-from tokenfleet.capacity.silicon_bench import Phases, _plan, phases
-from tokenfleet.capacity.silicon_harness import DEFAULT, Harness
 from tokenfleet.scheduling.virtual import mean_of_rounds
 
 Part = Literal["fit", "held-out"]
@@ -81,7 +81,7 @@ def fit(rows: Sequence[SiliconRow], harness: Harness = DEFAULT) -> dict[str, Cli
     sims = simulated([r for r in rows if part(r) == "fit"], harness)
     table: dict[str, ClientOverhead] = {}
     # vLLM first: its rows fit the start burst's weight of a mixed schedule, which the SGLang
-    # rows launched with --enable-mixed-chunk (capacity/silicon_harness.py) then take; the
+    # rows launched with --enable-mixed-chunk (calibration/silicon_harness.py) then take; the
     # rest of SGLang's are simulated whole and do not use it.
     for engine in sorted({f.row.engine for f in sims}, key=lambda e: e != "vllm"):
         mine = [f for f in sims if f.row.engine == engine]

@@ -125,7 +125,7 @@ class MoeKernel:
 
 _MOE_FIT = (
     "H100 fused-MoE kernel latencies of AIConfigurator 095f58a, moe-kernels-h100.csv "
-    "(capacity/moe_kernel_fit.py: fit split, least mean |log error|)"
+    "(calibration/moe_kernel_fit.py: fit split, least mean |log error|)"
 )
 
 # By the experts' weight format (format_of of the expert weights). bf16 / fp8: fitted on the
@@ -171,7 +171,7 @@ SINK_FALLBACK: dict[str, float] = {"ampere": 0.5, "ada": 0.5}
 # Per request, outside the GPU: HTTP, tokenisation, hand-off to the engine core, and the
 # first streamed chunk. Fitted to the held-in TTFT rows of perf-data.csv (0, 19, 20:
 # residuals 7, 20 and 53 ms; their median) and used only by that check
-# (perf_calibration.py); plan() takes the per-engine table of capacity/overheads.py, fitted
+# (calibration/perf_data.py); plan() takes the per-engine table of capacity/overheads.py, fitted
 # on the H100 silicon rows.
 REQUEST_OVERHEAD_S = 0.020
 

@@ -13,11 +13,11 @@ the clients' next requests then come back bunched and spread out over the follow
 benchmark's mean TTFT counts the first wave with weight 1 / burst_rounds and the steady closed
 loop with the rest (silicon_bench.py). SGLang's waves do not spread (its prefill batches keep
 them together): its benchmark is simulated round by round and needs no such number, except
-where it was launched with --enable-mixed-chunk (capacity/silicon_harness.py): then it runs
+where it was launched with --enable-mixed-chunk (calibration/silicon_harness.py): then it runs
 vLLM's mixed schedule and its start burst takes vLLM's weight (`mixed_burst_rounds`).
 
 Fitted by `tokenfleet calibrate --perf --silicon reference/silicon-h100.csv --fit` on the
-calibration split of the H100 rows only (capacity/silicon_fit.py: the rows whose id hashes
+calibration split of the H100 rows only (calibration/silicon_fit.py: the rows whose id hashes
 to the fit part; the rest of H100 is held out, and the H200 / B200 rows are the test, never
 looked at while fitting).
 """
@@ -38,7 +38,7 @@ class ClientOverhead:
         return self.fixed_s + self.per_prompt_token_s * max(prompt_tokens, 0)
 
 
-_FIT = "fit split of reference/silicon-h100.csv (capacity/silicon_fit.py)"
+_FIT = "fit split of reference/silicon-h100.csv (calibration/silicon_fit.py)"
 OVERHEADS: dict[str, ClientOverhead] = {
     "vllm": ClientOverhead(0.0175, 7.5e-6, _FIT + ", 147 rows", burst_rounds=6),
     # burst_rounds: vLLM's, for the rows launched with --enable-mixed-chunk (the fit copies it)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from tokenfleet.capacity.calibration import POINTS
+from tokenfleet.calibration.memory_points import POINTS
+from tokenfleet.calibration.silicon_harness import SGLANG_LAUNCHES
 from tokenfleet.capacity.errors import PlanError
-from tokenfleet.capacity.silicon_harness import SGLANG_LAUNCHES
 from tokenfleet.capacity.types import GIB
 
 
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if silicon and not getattr(args, "perf", False):
         raise PlanError("silicon", silicon, "scores latency", "add --perf")
     if silicon:
-        from tokenfleet.capacity.silicon_harness import Harness
+        from tokenfleet.calibration.silicon_harness import Harness
         from tokenfleet.commands.calibrate_silicon import print_silicon
 
         entries = getattr(args, "dataset_entries", 0)

@@ -1,14 +1,14 @@
 """`tokenfleet calibrate --moe-kernels FILE.csv [--fit]`: the step model's MoE expert term
-against measured H100 fused-MoE kernel latencies (capacity/moe_kernel_fit.py)."""
+against measured H100 fused-MoE kernel latencies (calibration/moe_kernel_fit.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tokenfleet.calibration.moe_kernel_fit import parse_rows, refit, report
 from tokenfleet.capacity import get_gpu
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.kernels import MOE_KERNELS
-from tokenfleet.capacity.moe_kernel_fit import parse_rows, refit, report
 
 FITTED = ("bf16", "fp8")  # mxfp4 keeps its serving-row fit (kernels.MOE_KERNELS)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokenfleet.capacity.perf_calibration import CASES, EXCLUDED, Outcome, run_case, summary
+from tokenfleet.calibration.perf_data import CASES, EXCLUDED, Outcome, run_case, summary
 
 UNITS = {"ttft": "ms", "tpot": "ms", "throughput": "out tok/s"}
 
@@ -48,7 +48,7 @@ def print_perf() -> None:
     notes = [o for o in outcomes if o.case.note]
     for o in notes:
         print(f"  row {o.case.row}: {o.case.note}")
-    print(f"\n{len(EXCLUDED)} rows excluded (see capacity/perf_calibration.py), e.g.:")
+    print(f"\n{len(EXCLUDED)} rows excluded (see calibration/perf_data.py), e.g.:")
     for reason in sorted(set(EXCLUDED.values())):
         rows = [str(r) for r, why in EXCLUDED.items() if why == reason]
         print(f"  rows {', '.join(rows)}: {reason}")

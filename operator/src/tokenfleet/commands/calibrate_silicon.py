@@ -10,10 +10,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from tokenfleet.calibration.silicon import Errors, Refused, Scored, errors, parse
+from tokenfleet.calibration.silicon_bench import predict_row
+from tokenfleet.calibration.silicon_harness import DEFAULT, Harness
 from tokenfleet.capacity.errors import PlanError
-from tokenfleet.capacity.silicon import Errors, Refused, Scored, errors, parse
-from tokenfleet.capacity.silicon_bench import predict_row
-from tokenfleet.capacity.silicon_harness import DEFAULT, Harness
 
 
 def read(path: str) -> str:
@@ -63,8 +63,8 @@ def score(text: str, harness: Harness = DEFAULT) -> tuple[list[Scored], list[Ref
 
 
 def print_fit(text: str, harness: Harness = DEFAULT) -> None:
+    from tokenfleet.calibration.silicon_fit import fit
     from tokenfleet.capacity.overheads import OVERHEADS
-    from tokenfleet.capacity.silicon_fit import fit
 
     table = fit(parse(text), harness)
     print("client overhead fitted on the fit split (capacity/overheads.py holds the table):")
@@ -91,7 +91,7 @@ def print_silicon(
         print_fit(text, harness)
     scored, refused = score(text, harness)
     if fit:
-        from tokenfleet.capacity.silicon_fit import part
+        from tokenfleet.calibration.silicon_fit import part
 
         _table(
             "split / gpu / engine", scored, lambda s: f"{part(s.row)} {s.row.system} {s.row.engine}"

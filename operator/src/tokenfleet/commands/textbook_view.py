@@ -6,9 +6,9 @@ import json
 import sys
 from typing import Any
 
+from tokenfleet.calibration.textbook import TextbookBreakdown, textbook
 from tokenfleet.capacity import PlanRequest
 from tokenfleet.capacity.quantization import dtype_bytes
-from tokenfleet.capacity.textbook import TextbookBreakdown, textbook
 
 
 def textbook_document(req: PlanRequest, t: TextbookBreakdown, context: int) -> dict[str, Any]:

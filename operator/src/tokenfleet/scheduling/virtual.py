@@ -285,7 +285,7 @@ def first_wave(
     queues behind each other's prefill. With vLLM's mixed steps the clients' finishing times
     then drift apart (the H100 silicon rows show it), so closed_loop's staggered start and
     discarded warm-up give the later waves; SGLang's separate prefill batches keep the waves
-    together (benchmark_loop runs them all; capacity/silicon_bench.py picks)."""
+    together (benchmark_loop runs them all; calibration/silicon_bench.py picks)."""
     run = _Run(config, timer, None, request_overhead)
     c = max(1, concurrency)
     sent = [run.arrive(0.0, shape) for _ in range(c)]
