@@ -41,6 +41,15 @@ CONFIGS = {
     "kv-bound-both": SchedulerConfig(
         12_000, 64, 512, 4096, reserve_full_sequence=True, prefix_caching=True
     ),
+    # SGLang's admission: a request's whole output and the running ones' remaining outputs
+    # must fit, beside prefill batches the decodes wait for (and with mixed chunks).
+    "sglang-reserve": SchedulerConfig(
+        9_000, 64, 2048, 4096, block_size=1, mixed_prefill=False, reserve_outputs=True
+    ),
+    "sglang-reserve-pages": SchedulerConfig(
+        12_000, 64, 1024, 4096, block_size=16, mixed_prefill=False, reserve_outputs=True
+    ),
+    "mixed-reserve": SchedulerConfig(9_000, 64, 512, 4096, block_size=1, reserve_outputs=True),
 }
 SHAPES = [(100, 50), (700, 400), (30, 5), (1500, 300), (12, 600)]
 
@@ -81,6 +90,8 @@ def test_every_request_sees_the_same_times(name: str, gap: float) -> None:
     assert lazy.free_blocks == config.num_blocks  # every block came back
     if name == "kv-bound":  # the eager fallback ran, for preemption
         assert eager.num_preemptions > 0 and lazy.eager_steps > 0
+    if name.startswith("sglang-reserve"):  # the reservation holds decode off retraction
+        assert eager.num_preemptions == 0
     if name == "kv-bound-prefix-cache":  # preempted requests came back with their hits
         assert eager.prefix_hit_tokens > 0
         assert lazy.prefix_hit_tokens == eager.prefix_hit_tokens

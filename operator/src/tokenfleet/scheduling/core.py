@@ -79,6 +79,14 @@ class SchedulerConfig:
     # vLLM's --enable-prefix-caching (V1's default): a preempted request comes back with the
     # hit of its own blocks still cached (module docstring). Prompts are taken as unshared.
     prefix_caching: bool = False
+    # SGLang's PrefillAdder (srt/managers/schedule_policy.py, 0.5.23): a waiting request is
+    # admitted only if its prompt left to compute and its whole output fit the free tokens
+    # less what every running request will still generate. For fixed-length requests
+    # (ignore_eos, every benchmark's) it counts their remaining outputs in full
+    # (_get_running_request_total_token_offset: ratio 1.0), so admission never overcommits
+    # and decode never has to retract. (It clips each output at 4096 tokens,
+    # CLIP_MAX_NEW_TOKENS; longer outputs are reserved whole here.)
+    reserve_outputs: bool = False
 
     @property
     def num_blocks(self) -> int:
@@ -92,6 +100,15 @@ class SchedulerConfig:
         if threshold > 0 and eligible > 1:
             return min(threshold, self.max_num_batched_tokens)
         return self.max_num_batched_tokens
+
+    def outputs_fit(self, request: SimRequest, free_blocks: int, reserved: int) -> bool:
+        """`reserve_outputs`: a waiting request's prompt left to compute and its whole
+        output fit the free tokens less `reserved` (the running requests' remaining
+        outputs)."""
+        if not self.reserve_outputs or request.state != "waiting":
+            return True
+        need = request.prompt_tokens + request.max_tokens - request.num_computed
+        return need <= free_blocks * self.block_size - reserved
 
     def piece_fits(self, request: SimRequest, budget: int, free_blocks: int) -> bool:
         """Whether a request's next prefill piece (at most `budget` tokens) fits the KV. For
@@ -325,6 +342,8 @@ class Scheduler:
                 request = self.waiting[0]
                 if not self.config.piece_fits(request, 0, self.free_blocks):
                     break  # reserve_full_sequence: its whole sequence does not fit
+                if not self.config.outputs_fit(request, self.free_blocks, self.output_reserve()):
+                    break  # reserve_outputs: the running requests' outputs need the room
                 hit = self._hit_blocks(request) if request.cached is not None else 0
                 start = request.num_computed + hit * size
                 new_tokens = min(request.num_tokens - start, budget, cap)
@@ -362,8 +381,21 @@ class Scheduler:
         return bool(
             self.waiting
             and len(self.running) < cfg.max_num_seqs
-            and cfg.piece_fits(self.waiting[0], cfg.max_num_batched_tokens, self.free_blocks)
+            and self.head_fits(cfg.max_num_batched_tokens, self.free_blocks)
         )
+
+    def head_fits(self, budget: int, free_blocks: int) -> bool:
+        """Whether the head of the waiting queue would be admitted with `budget` tokens and
+        `free_blocks` blocks: its piece, its whole sequence and its output reservation."""
+        head = self.waiting[0]
+        cfg = self.config
+        return cfg.piece_fits(head, budget, free_blocks) and cfg.outputs_fit(
+            head, free_blocks, self.output_reserve() if cfg.reserve_outputs else 0
+        )
+
+    def output_reserve(self) -> int:
+        """Tokens the running requests will still generate (SGLang's admission offset)."""
+        return sum(r.max_tokens - r.output_tokens for r in self.running)
 
     def complete(self, step: ScheduledStep) -> StepOutcome:
         """Apply a step's results at its end time: computed tokens, sampled tokens, finishes."""
@@ -414,7 +446,7 @@ class Scheduler:
             # Mixed steps give the head what the decodes leave; SGLang's prefill batch all.
             budget = cfg.max_num_batched_tokens - (n if cfg.mixed_prefill else 0)
             budget = min(budget, cfg.prefill_cap(n + len(self.waiting)))
-            if cfg.piece_fits(self.waiting[0], budget, self.free_blocks):
+            if self.head_fits(budget, self.free_blocks):
                 return None  # it would be admitted now
         steps = max_len = cfg.max_model_len
         context = 0

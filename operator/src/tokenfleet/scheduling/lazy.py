@@ -52,6 +52,8 @@ class LazyScheduler(Scheduler):
         self._finish: list[tuple[int, int, SimRequest]] = []  # (finish tick, order, request)
         self._phase = [0] * config.block_size  # decoders needing a block when tick % size == k
         self._context_base = 0  # decoders' context at tick t = base + len(lazy) * t
+        # decoders' remaining outputs at tick t = base - len(lazy) * t (output_reserve)
+        self._remaining_base = 0
         self._lazy_max_order = -1  # an upper bound (reset when no one decodes)
         self._last_end = 0.0  # end of the last step: every decoder's last token
         self.eager_steps = 0  # steps that took the eager path (tests check both paths run)
@@ -103,6 +105,7 @@ class LazyScheduler(Scheduler):
         self._finish.clear()
         self._phase = [0] * self.config.block_size
         self._context_base = 0
+        self._remaining_base = 0
         self._lazy_max_order = -1
 
     def _stop_decoding(self, request: SimRequest) -> None:
@@ -110,6 +113,7 @@ class LazyScheduler(Scheduler):
         self._bring_up_to_date(request, t0, c0, o0, self.config.block_size)
         self._phase[(t0 - c0) % self.config.block_size] -= 1
         self._context_base -= request.prompt_tokens + o0 - t0
+        self._remaining_base -= request.max_tokens - o0 + t0
         self._orders[request] = order
         if not self._lazy:
             self._clear_lazy()
@@ -201,6 +205,8 @@ class LazyScheduler(Scheduler):
             max_seqs = cfg.max_num_seqs
             free = self.free_blocks
             full_gate = cfg.reserve_full_sequence
+            reserve_outputs = cfg.reserve_outputs
+            reserved = self.output_reserve() if reserve_outputs else 0
             while waiting and budget > 0 and running < max_seqs:
                 request = waiting[0]
                 total = request.prompt_tokens + request.output_tokens
@@ -208,6 +214,10 @@ class LazyScheduler(Scheduler):
                     whole = total if total < cfg.max_model_len else cfg.max_model_len
                     if -(-whole // size) - request.blocks > free:
                         break
+                if reserve_outputs:
+                    if not cfg.outputs_fit(request, free, reserved):
+                        break
+                    reserved += request.max_tokens - request.output_tokens
                 hit = 0
                 if request.cached is not None:
                     self.free_blocks = free  # _hit_blocks settles the queue on the count
@@ -257,8 +267,16 @@ class LazyScheduler(Scheduler):
         return bool(
             self.waiting
             and len(self._lazy) + len(self._active) < cfg.max_num_seqs
-            and cfg.piece_fits(self.waiting[0], cfg.max_num_batched_tokens, self.free_blocks)
+            and self.head_fits(cfg.max_num_batched_tokens, self.free_blocks)
         )
+
+    def output_reserve(self) -> int:
+        """Scheduler.output_reserve without materialising: the decoders' remaining outputs
+        fall by one each tick from a running sum."""
+        if self._eager_mode:
+            return sum(r.max_tokens - r.output_tokens for r in self._eager)
+        lazy = self._remaining_base - len(self._lazy) * self.tick if self._lazy else 0
+        return lazy + sum(r.max_tokens - r.output_tokens for r in self._active)
 
     def _eager_schedule(self, now: float) -> ScheduledStep | None:
         """Preemption ahead, or the budget may cut a decoder off: run the eager code."""
@@ -300,6 +318,7 @@ class LazyScheduler(Scheduler):
                 heapq.heappush(finish, (t0 + left, order, request))
                 phase[(t0 - c0) % size] += 1
                 self._context_base += total - t0
+                self._remaining_base += request.max_tokens - o0 + t0
                 if order > self._lazy_max_order:
                     self._lazy_max_order = order
             else:
@@ -389,7 +408,7 @@ class LazyScheduler(Scheduler):
                 cap = cfg.prefill_cap(n + len(waiting))
                 if cap < budget:
                     budget = cap
-            if cfg.piece_fits(waiting[0], budget, self.free_blocks):
+            if self.head_fits(budget, self.free_blocks):
                 return None  # it would be admitted now
         heap = self._finish
         lazy = self._lazy
@@ -426,7 +445,7 @@ class LazyScheduler(Scheduler):
             # SGLang's prefill batch is ruled out above, but schedule() would still admit
             # the head beside the decoders, with what they leave of the budget and blocks.
             left = cfg.max_num_batched_tokens - n
-            if left > 0 and cfg.piece_fits(self.waiting[0], left, self.free_blocks - blocks):
+            if left > 0 and self.head_fits(left, self.free_blocks - blocks):
                 return None
         duration = steps * (first + last) / 2
         end = now + duration
