@@ -65,8 +65,11 @@ class EngineProfile:
     #   of vLLM is to schedule requests if the first chunk of a request fits"); the first
     #   release with it on by default was not pinned down, so it is taken from 0.32, the
     #   release read here (RESERVE_FULL_SEQUENCE_SINCE).
+    # SGLang's PrefillAdder admits a request only with its whole output and the running
+    # requests' remaining outputs in free tokens (scheduling/core.py SchedulerConfig).
     prefix_caching: bool = False
     reserve_full_sequence: bool = False
+    reserve_outputs: bool = False
 
     def step_overhead_s(self, pp: int) -> float:
         """The engine's CPU time a step adds to the GPU's (kernels.STEP_OVERHEAD_S)."""
@@ -135,6 +138,7 @@ def engine_profile(engine: str, version: str | None = None) -> EngineProfile:
             block_size=1,
             init_overhead_gib=0.45,
             init_overhead_per_rank_gib=0.07,
+            reserve_outputs=True,
         )
     if v < (0, 9, 0):
         raise PlanError(

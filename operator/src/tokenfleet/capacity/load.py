@@ -99,6 +99,7 @@ class Replica:
     # The engine version's admission rules (engine_profiles.EngineProfile).
     prefix_caching: bool = False
     reserve_full_sequence: bool = False
+    reserve_outputs: bool = False
 
     @classmethod
     def of(
@@ -124,6 +125,7 @@ class Replica:
             engine="sglang" if sglang else "vllm",
             prefix_caching=profile.prefix_caching,
             reserve_full_sequence=profile.reserve_full_sequence,
+            reserve_outputs=profile.reserve_outputs,
         )
 
     @classmethod
@@ -172,6 +174,7 @@ def lockstep(
         long_prefill_token_threshold=-(-replica.long_prefill_token_threshold // w),
         reserve_full_sequence=replica.reserve_full_sequence,
         prefix_caching=replica.prefix_caching,
+        reserve_outputs=replica.reserve_outputs,
     )
     return (ScaledTimer(timer, w) if w > 1 else timer), config, w * lanes
 
