@@ -5,7 +5,9 @@ The calibration rows are split by a hash of their id: two thirds fit, one third 
 (for vLLM its two phases, the start burst and the steady loop); the overhead (fixed + per
 prompt token) then adds to its mean TTFT, and a grid search picks the triple (fixed, per
 token, and for vLLM the burst's rounds) with the smallest mean |log(predicted / measured)|
-over the fit rows. Nothing else is fitted here; the test GPUs' rows never enter.
+over the fit rows. An engine with no row at concurrency LOW_CONCURRENCY or below (SGLang's
+H100 rows start at 16) takes vLLM's triple. Nothing else is fitted here; the test GPUs'
+rows never enter.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from tokenfleet.calibration.silicon import SiliconRow, resolve
@@ -27,6 +29,9 @@ Part = Literal["fit", "held-out"]
 FIXED_GRID_S = [i * 0.0025 for i in range(41)]  # 0-100 ms
 PER_TOKEN_GRID_S = [i * 2.5e-6 for i in range(41)]  # 0-100 us per prompt token
 BURST_ROUNDS_GRID = [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20]  # 20: the benchmark's own rounds
+# An engine whose rows all run above this concurrency cannot separate a per-request time
+# from queueing: it takes vLLM's fit (capacity/overheads.py).
+LOW_CONCURRENCY = 4
 
 
 def part(row: SiliconRow) -> Part:
@@ -86,6 +91,11 @@ def fit(rows: Sequence[SiliconRow], harness: Harness = DEFAULT) -> dict[str, Cli
     for engine in sorted({f.row.engine for f in sims}, key=lambda e: e != "vllm"):
         mine = [f for f in sims if f.row.engine == engine]
         vllm = table.get("vllm")
+        if vllm is not None and min(f.row.concurrency for f in mine) > LOW_CONCURRENCY:
+            # No row near an idle server: the per-request time is the client's, which
+            # vLLM's low-concurrency rows identify (capacity/overheads.py).
+            table[engine] = replace(vllm, source=f"vLLM's ({len(mine)} rows, none at low load)")
+            continue
         bursts = BURST_ROUNDS_GRID if engine == "vllm" else [vllm.burst_rounds if vllm else 20]
         # Ties go to the first in grid order: the smallest overhead, the fewest rounds.
         best = min(
