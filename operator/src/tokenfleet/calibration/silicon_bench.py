@@ -21,11 +21,10 @@ what vLLM's does (the H100 rows hold no mixed SGLang row to fit it on).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tokenfleet.calibration.silicon import Refused, Resolved, Scored, SiliconRow, resolve
 from tokenfleet.calibration.silicon_harness import DEFAULT, Harness
 from tokenfleet.capacity import load, step_model
+from tokenfleet.capacity.benchmark import Phases, Simulated, closed_loop_phases
 from tokenfleet.capacity.engine_profiles import default_batch_limits
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import get_gpu
@@ -34,14 +33,12 @@ from tokenfleet.capacity.planner import plan
 from tokenfleet.capacity.prefix import prefill_tokens
 from tokenfleet.capacity.sglang_defaults import launch_page_size
 from tokenfleet.capacity.types import Plan, PlanRequest
-from tokenfleet.scheduling.virtual import benchmark_loop, first_wave, mean_of_rounds
 
 # AIConfigurator's benchmark template (generator/config/backend_templates/benchmark/
 # bench_run.sh.j2): `aiperf profile --concurrency C --num-requests C x 20` (x 50 in later
 # versions) after a separate warm-up of 2 x C requests, so the measured phase starts as a
 # burst of C.
 ROUNDS = 20
-SYNCHRONISED_ROUNDS = 4  # SGLang's waves repeat: a few rounds give the mean of twenty
 
 _PLANS: dict[tuple[object, ...], Plan] = {}
 
@@ -70,26 +67,6 @@ def _plan(row: SiliconRow, r: Resolved) -> Plan:
             )
         )
     return _PLANS[key]
-
-
-@dataclass(frozen=True)
-class Simulated:
-    ttft_s: float  # the client's mean, `overhead_s` included
-    tpot_s: float
-
-
-@dataclass(frozen=True)
-class Phases:
-    """vLLM's benchmark in two parts: the start burst and the steady closed loop."""
-
-    first: Simulated
-    later: Simulated
-
-    def mean(self, burst_rounds: int) -> Simulated:
-        return Simulated(
-            mean_of_rounds(self.first.ttft_s, self.later.ttft_s, burst_rounds),
-            mean_of_rounds(self.first.tpot_s, self.later.tpot_s, burst_rounds),
-        )
 
 
 def simulate(
@@ -127,25 +104,17 @@ def phases(
     r = resolve(row)
     page = 1 if isinstance(r, str) else launch_page_size(r.gpu_id, r.arch, row.tp)
     replica = harness.launch(row.engine, row.version, row.isl, replica, page)
-    timer = step_model(p)
-    scaled, config, w = load.lockstep(replica, timer, row.concurrency, row.isl + row.osl)
-    clients = max(1, round(row.concurrency / w))
     c, running = row.concurrency, min(row.concurrency, p.max_num_seqs)
 
     def prefill(first: int, count: int | None = None) -> int:
         h = harness.hit_rate(c, p.kv_cache_tokens, running, row.isl, row.osl, first, count)
         return prefill_tokens(row.isl, h)
 
-    if not replica.mixed_prefill:
-        rounds = min(ROUNDS, SYNCHRONISED_ROUNDS)
-        shape = (prefill(0), row.osl)
-        run = benchmark_loop(config, scaled, clients, shape, rounds, request_overhead=overhead_s)
-        return Simulated(run.ttft_mean, run.tpot_mean)
-    shape = (prefill(0, c), row.osl)
-    first = first_wave(config, scaled, clients, shape, request_overhead=overhead_s)
-    later = load.closed(timer, replica, c, prefill(c), row.osl, overhead_s=overhead_s)
-    return Phases(
-        Simulated(first.ttft_mean, first.tpot_mean), Simulated(later.ttft_mean, later.tpot_mean)
+    # SGLang's loop is simulated whole (its hits averaged over every round); a mixed
+    # schedule's first wave sees the first wave's hits, the steady loop the rest's.
+    first = prefill(0) if not replica.mixed_prefill else prefill(0, c)
+    return closed_loop_phases(
+        step_model(p), replica, c, (first, row.osl), (prefill(c), row.osl), overhead_s, ROUNDS
     )
 
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from tokenfleet.calibration.silicon import SiliconRow, resolve
-from tokenfleet.calibration.silicon_bench import Phases, _plan, phases
+from tokenfleet.calibration.silicon_bench import _plan, phases
 from tokenfleet.calibration.silicon_harness import DEFAULT, Harness
+from tokenfleet.capacity.benchmark import Phases
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.overheads import ClientOverhead
 from tokenfleet.scheduling.virtual import mean_of_rounds

@@ -79,7 +79,7 @@ def print_fit(text: str, harness: Harness = DEFAULT) -> None:
         print(f"  {engine:<7} fixed {o.fixed_s * 1e3:5.1f} ms + {o.per_prompt_token_s * 1e6:5.1f} "
               f"us per prompt token, start burst weighs 1/{o.burst_rounds} ({o.source}); "
               f"the table holds {held}")  # fmt: skip
-    print("  (an engine without rows at low concurrency takes vLLM's fit: calibration/silicon_fit.py)")
+    print("  (an engine without low-concurrency rows takes vLLM's: calibration/silicon_fit.py)")
     print()
 
 
