@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import shlex
 import sys
-from typing import Any
+from typing import Any, cast
 
 from tokenfleet.capacity import GPUS, Plan, PlanError, PlanRequest, get_gpu, load_model, plan
+from tokenfleet.capacity.benchmark import BenchmarkRun
 from tokenfleet.capacity.catalog import served_model
 from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS
+from tokenfleet.capacity.load import Procedure
 from tokenfleet.capacity.quantization import QUANTIZATIONS
 from tokenfleet.capacity.types import (
     DEFAULT_CONCURRENCY,
@@ -133,6 +136,22 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="requests/s the whole fleet must serve within the SLO: compare layouts "
         "(TP 1 x N, TP 2 x N/2, ...) and pick the cheapest",
     )
+    p.add_argument(
+        "--benchmark",
+        choices=("steady", "closed-loop", "burst", "poisson"),
+        default="steady",
+        help="what to predict: steady (default) is --concurrency clients in their steady state "
+        "(warm-up not counted); closed-loop, burst and poisson predict a benchmark run as "
+        "`vllm bench serve` runs it (--max-concurrency C / --request-rate inf / --request-rate "
+        "R, --num-prompts N, every request counted), beside the steady state",
+    )
+    p.add_argument(
+        "--num-prompts",
+        type=int,
+        default=1000,
+        help="requests in the --benchmark run (default: %(default)s, vllm bench serve's)",
+    )
+    p.add_argument("--request-rate", type=float, help="requests/s of --benchmark poisson")
     p.add_argument("--price-per-gpu-hour", type=float, help="override the catalog price (USD)")
     p.add_argument("--breakdown", choices=("textbook",), help="show the textbook formula instead")
     p.add_argument(
@@ -234,12 +253,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from tokenfleet.api.planrequest import check_fleet_size
 
+    procedure = _benchmark_args(args)
     p = plan(req)
     check_fleet_size(p)
     model_ref, note = served_model(args.model, args.model_id)
     doc = plan_document(p, model_ref)
     if note:
         doc["warnings"].append(note)
+    run_ = None
+    if procedure is not None:
+        from tokenfleet.capacity.benchmark import predict_for_plan
+
+        run_ = predict_for_plan(p, procedure, args.num_prompts, request_rate=args.request_rate)
+        doc["benchmark"] = benchmark_document(run_)
     if args.output == "json":
         json.dump(doc, sys.stdout, indent=2)
         print()
@@ -248,8 +274,71 @@ def run(args: argparse.Namespace) -> int:
 
         yaml.safe_dump(doc, sys.stdout, sort_keys=False)
     else:
-        print(render_table(p, doc))
+        print(render_table(p, doc, run_))
     return 0
+
+
+def _benchmark_args(args: argparse.Namespace) -> Procedure | None:
+    """--benchmark's procedure (None: the steady state only), its flags checked."""
+    procedure: str = getattr(args, "benchmark", "steady")
+    rate = getattr(args, "request_rate", None)
+    if getattr(args, "num_prompts", 1) < 1:
+        raise PlanError("num-prompts", args.num_prompts, "must be at least 1", "e.g. 1000")
+    if procedure == "poisson" and not (rate is not None and rate > 0 and math.isfinite(rate)):
+        raise PlanError(
+            "request-rate", rate, "--benchmark poisson needs a finite rate above 0",
+            "pass --request-rate R in requests/s (--benchmark burst sends all at once)",
+        )  # fmt: skip
+    if rate is not None and procedure != "poisson":
+        raise PlanError(
+            "request-rate", rate, f"applies to --benchmark poisson, not {procedure}",
+            "add --benchmark poisson, or drop --request-rate",
+        )  # fmt: skip
+    if procedure == "steady":
+        return None
+    return cast(Procedure, procedure)
+
+
+def benchmark_document(run: BenchmarkRun) -> dict[str, Any]:
+    def ms(value: float | None) -> float | None:
+        return None if value is None else round(value * 1e3, 2)
+
+    return {
+        "procedure": run.procedure,
+        "command": f"vllm bench serve {run.command}",
+        "numPrompts": run.num_prompts,
+        "maxConcurrency": run.concurrency,
+        "requestRate": run.request_rate,
+        "ttftMeanMs": ms(run.ttft_mean_s),
+        "ttftMedianMs": ms(run.ttft_p50_s),
+        "ttftP99Ms": ms(run.ttft_p99_s),
+        "tpotMeanMs": ms(run.tpot_mean_s),
+        "tpotMedianMs": ms(run.tpot_p50_s),
+        "outputTokensPerSecond": round(run.output_tokens_per_second, 2),
+        "requestsPerSecond": round(run.requests_per_second, 4),
+    }
+
+
+def benchmark_lines(run: BenchmarkRun, input_tokens: int, output_tokens: int) -> list[str]:
+    if run.procedure == "closed-loop":
+        what = f"{run.concurrency} clients all starting at once"
+    elif run.procedure == "burst":
+        what = "every request sent at once"
+    else:
+        what = f"Poisson arrivals at {run.request_rate or 0:g} req/s"
+
+    def median(value: float | None) -> str:
+        return "" if value is None else f", median {value * 1e3:.1f}"
+
+    return [
+        f"  benchmark     vllm bench serve {run.command} ({what}, {input_tokens} in / "
+        f"{output_tokens} out, every request counted)",
+        f"    mean TTFT          {run.ttft_mean_s * 1e3:8.1f} ms{median(run.ttft_p50_s)}"
+        + (f", p99 {run.ttft_p99_s * 1e3:.1f}" if run.ttft_p99_s is not None else ""),
+        f"    mean TPOT          {run.tpot_mean_s * 1e3:8.1f} ms{median(run.tpot_p50_s)}",
+        f"    throughput         {run.output_tokens_per_second:8.1f} output tok/s "
+        f"({run.requests_per_second:.2f} req/s)",
+    ]
 
 
 def _fleet_lines(p: Plan) -> list[str]:
@@ -278,7 +367,7 @@ def _fleet_lines(p: Plan) -> list[str]:
     return lines
 
 
-def render_table(p: Plan, doc: dict[str, Any]) -> str:
+def render_table(p: Plan, doc: dict[str, Any], run: BenchmarkRun | None = None) -> str:
     pr, req = p.predicted, p.request
     assert req is not None
     flag = "mem-fraction-static" if p.engine == "sglang" else "gpu-memory-utilization"
@@ -307,8 +396,10 @@ def render_table(p: Plan, doc: dict[str, Any]) -> str:
         "",
         f"  KV cache      {p.kv_cache_tokens:,} tokens ({p.kv_bytes_per_token:,} B/token per GPU); "
         f"{p.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once",
-        f"  predicted     {req.concurrency} concurrent clients (closed loop), {req.input_tokens} "
-        f"in / {req.output_tokens} out, from the engine's scheduler run in virtual time",
+        f"  predicted     {req.concurrency} concurrent clients (closed loop, steady state: "
+        f"warm-up not counted), {req.input_tokens} in / {req.output_tokens} out, from the "
+        "engine's scheduler run in virtual time"
+        + ("" if run else "; --benchmark predicts a benchmark run instead"),
         f"    TTFT               {pr.ttft_ms:8.1f} ms median, p95 {pr.ttft_p95_ms:.1f}, p99 "
         f"{pr.ttft_p99_ms:.1f}",
         f"    TPOT               {pr.tpot_ms:8.1f} ms median (ITL {pr.itl_ms:.1f} ms median)",
@@ -324,6 +415,7 @@ def render_table(p: Plan, doc: dict[str, Any]) -> str:
         f"    cost               {pr.cost_per_million_output_tokens:8.2f} $ per 1M output tokens "
         f"at ${p.gpu.price_per_hour:.2f}/GPU-hour",
         *_fleet_lines(p),
+        *(["", *benchmark_lines(run, req.input_tokens, req.output_tokens)] if run else []),
         "",
         "  command       " + shlex.join(doc["engineCommand"]),
     ]
