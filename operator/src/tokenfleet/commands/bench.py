@@ -122,6 +122,10 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     out.add_argument("--label", default=None)
     out.add_argument("--disable-tqdm", action="store_true", help="no progress line")
 
+    from tokenfleet.commands import bench_predict
+
+    bench_predict.add_arguments(parser)
+
 
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
@@ -219,6 +223,10 @@ def run(args: argparse.Namespace) -> int:
         model = args.served_model_name or args.model or asyncio.run(discover_model(base_url))
     except (httpx.HTTPError, OSError, ValueError) as error:
         return _fail(f"--base-url {base_url}: cannot list models ({error}); pass --model")
+    from tokenfleet.commands import bench_predict
+
+    # Planned before the load is sent: a flag the prediction cannot take fails first.
+    prediction = bench_predict.predict(args, model, spec.input_len, spec.output_len, num_prompts)
     cfg = BenchConfig(
         base_url=base_url,
         endpoint=endpoint,
@@ -262,6 +270,8 @@ def run(args: argparse.Namespace) -> int:
     if failures:
         print(f"first failure ({len(failures)} in all): {failures[0]}", file=sys.stderr)
     print(format_report(info, metrics))
+    if prediction is not None:
+        print(bench_predict.side_by_side(prediction, metrics))
     if args.save_result:
         path = _result_path(args, default_result_filename(info))
         document: dict[str, Any] = result_json(info, metrics, outputs, args.save_detailed)
