@@ -6,7 +6,7 @@ clients staggered, the first wave not counted). A benchmark a user runs is not t
 - closed loop (`vllm bench serve --max-concurrency C --num-prompts N`, `aiperf
   --concurrency C`): every client sends at t = 0, then its next request when its last one
   ends, N requests in all, every one counted. What follows the first wave depends on the
-  schedule (capacity/silicon_bench.py has the evidence):
+  schedule (calibration/silicon_bench.py has the evidence):
   - SGLang's default (prefill batches the decodes wait for): a wave is prefilled together,
     decodes together and comes back together, so every round stays a burst: the whole
     loop is simulated (scheduling/virtual.py benchmark_loop; a few rounds give the mean of
