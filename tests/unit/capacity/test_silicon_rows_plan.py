@@ -16,6 +16,7 @@ from tokenfleet.capacity.errors import PlanError
 DATA = Path(__file__).resolve().parents[2] / "data"
 
 
+@pytest.mark.slow  # plans every configuration of both files (1-2 s)
 @pytest.mark.parametrize("name", ["silicon-h100.csv", "silicon-test.csv"])
 def test_no_configuration_that_ran_is_refused(name: str) -> None:
     longest: dict[tuple[object, ...], SiliconRow] = {}
