@@ -1,11 +1,13 @@
 """spec.routing against the real operator (kopf in-process) and the kmock apiserver.
 
-On: the InferencePool, the endpoint picker and its RBAC are created, owned by the
-LLMService, and the Routing condition says so. Off again: everything routing created is
-deleted, the engines stay. The InferencePool CRD missing: the reconcile does not fail,
-the engines are applied as without routing, none of the routing objects is created, and
-the Routing condition names what to install. minReplicas 0 without routing: refused with
-the field and the fix, nothing created.
+On: the InferencePool, the endpoint picker, its ServiceAccount and its RoleBinding to the
+chart's picker ClusterRole are created, owned by the LLMService, and the Routing condition
+says so. Where the operator may not write them (a namespace outside the chart's routing
+namespaces: a 403), the LLMService is Degraded with the fix and nothing is created. Off
+again: everything routing created is deleted, the engines stay. The InferencePool CRD
+missing: the reconcile does not fail, the engines are applied as without routing, none of
+the routing objects is created, and the Routing condition names what to install.
+minReplicas 0 without routing: refused with the field and the fix, nothing created.
 """
 
 from __future__ import annotations
@@ -30,15 +32,12 @@ from tokenfleet.testing.kmock_cluster import HTTPROUTES, INFERENCEPOOLS, PODMONI
 
 NAME = "llama-3-1-8b-zero"
 PICKER = f"{NAME}-epp"
-CONFIGMAPS = "v1/configmaps"
 ACCOUNTS = "v1/serviceaccounts"
-ROLES = "rbac.authorization.k8s.io/v1/roles"
 BINDINGS = "rbac.authorization.k8s.io/v1/rolebindings"
 # (key, name) of every routing object the example renders.
 ROUTING = [
-    (ACCOUNTS, PICKER), (ROLES, PICKER), (BINDINGS, PICKER), (CONFIGMAPS, PICKER),
-    (DEPLOYMENTS, PICKER), (SERVICES, PICKER), (INFERENCEPOOLS, NAME), (HTTPROUTES, NAME),
-    (PODMONITORS, PICKER),
+    (ACCOUNTS, PICKER), (BINDINGS, PICKER), (DEPLOYMENTS, PICKER), (SERVICES, PICKER),
+    (INFERENCEPOOLS, NAME), (HTTPROUTES, NAME), (PODMONITORS, PICKER),
 ]  # fmt: skip
 
 
@@ -143,3 +142,27 @@ async def test_min_replicas_zero_without_routing_is_refused(
     assert "set spec.autoscaling.minReplicas to 1 or more" in degraded["message"]
     assert cluster.get(DEPLOYMENTS, NAMESPACE, NAME) is None
     assert present(cluster) == []
+
+
+async def test_a_namespace_without_routing_rights_is_degraded_with_the_fix(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """The chart grants routing's writes only in its routing namespaces: elsewhere the API
+    server refuses the picker's ServiceAccount (403) at the dry-run, before any write."""
+    for api in (INFERENCEPOOLS, HTTPROUTES, PODMONITORS):
+        cluster.install(api)
+    forbidden = 'serviceaccounts "x" is forbidden: User "system:serviceaccount:t:tf" cannot patch'
+    cluster.fail("PATCH", r"/serviceaccounts/", 403, times=10**6, message=forbidden)
+    await start_operator()
+    await create(cluster, zero_example())
+    degraded = await eventually(
+        lambda: (
+            condition(cluster, NAME, "Degraded").get("status") == "True"
+            and condition(cluster, NAME, "Degraded")
+        ),
+        what="Degraded",
+    )
+    assert degraded["reason"] == "ApplyFailed"
+    assert "403" in degraded["message"] and "routingNamespaces" in degraded["message"]
+    assert present(cluster) == []
+    assert cluster.get(DEPLOYMENTS, NAMESPACE, NAME) is None  # nothing half-created

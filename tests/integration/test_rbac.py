@@ -32,7 +32,7 @@ from test_operator import PVCS, condition, create, example, llms
 
 from tokenfleet.controller.kube import PLURALS
 from tokenfleet.controller.ownership import RENDERED_KINDS
-from tokenfleet.render.routing import LEADER_ELECTION_RULES, PICKER_RULES
+from tokenfleet.render.routing import DEFAULT_PICKER_ROLE, LEADER_ELECTION_SUFFIX
 from tokenfleet.testing.kmock_cluster import (
     APPLY,
     HTTPROUTES,
@@ -49,6 +49,7 @@ OPERATOR_TOKEN = (
     "Bearer test-token"  # operator_harness.kubeconfig_for; the test's client sends none
 )
 DEPLOYMENTS = "apps/v1/deployments"
+ROLEBINDINGS = "rbac.authorization.k8s.io/v1/rolebindings"
 # A PATCH is RBAC verb patch; a server-side apply that creates the object also needs create.
 VERBS = {"LIST": "list", "WATCH": "watch", "FETCH": "get", "CREATE": "create", "DELETE": "delete"}
 
@@ -65,10 +66,18 @@ def granted(rules: list[dict[str, Any]]) -> set[Grant]:
     }
 
 
+# The routing Role's `bind`, which templates/rbac.yaml adds to files/rbac-rules.yaml's
+# `routing` rules with the picker ClusterRoles' names.
+BIND = ("rbac.authorization.k8s.io", "clusterroles", "bind")
+ROUTING_RESOURCES = {"serviceaccounts", "rolebindings", "inferencepools", "httproutes"}
+
+
 def chart_grants(clusterwide: bool) -> set[Grant]:
+    """The operator's own rules plus, in the test's namespace (a routing namespace in both
+    modes), the routing Role's."""
     rules = yaml.safe_load(RULES.read_text())
     peering = rules["peering"]["cluster" if clusterwide else "namespaced"]
-    return granted(rules["namespaced"] + peering)
+    return granted(rules["namespaced"] + peering + rules["routing"]) | {BIND}
 
 
 # Where each request went: (resource, namespace or None for a cluster-wide call).
@@ -190,6 +199,9 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
     removed = {"spec": {"storage": None}}
     assert (await cluster.patch(llms_path, json=removed, headers=merge)).status < 300
     await eventually(lambda: ("", "persistentvolumeclaims", "delete") in recorded, what="prune")
+    # A RoleBinding to a ClusterRole needs `bind` on it: the picker's, and only those.
+    bound = {b["roleRef"]["name"] for b in cluster.items(ROLEBINDINGS) if owned_by_us(b)}
+    assert bound and bound <= {DEFAULT_PICKER_ROLE, DEFAULT_PICKER_ROLE + LEADER_ELECTION_SUFFIX}
     # Routing off (minReplicas up first: 0 needs routing): the picker and pool are pruned.
     zero = f"/apis/tokenfleet.dev/v1alpha1/namespaces/{NAMESPACE}/llmservices/llama-3-1-8b-zero"
     no_zero = {"spec": {"autoscaling": {"minReplicas": 1}}}
@@ -204,8 +216,7 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
     deletes = {grant for grant in recorded if grant[2] == "delete"}
     assert deletes <= prunable, f"deletes outside what prune may touch: {deletes - prunable}"
     recorded |= prunable
-    picker = PICKER_RULES + LEADER_ELECTION_RULES
-    recorded |= granted([dict(rule) for rule in picker])  # held to be granted
+    recorded.add(BIND)  # held to be granted (the RoleBindings above needed it)
     grants = chart_grants(clusterwide)
     # kopf's own writes (annotations, events) follow our handler: wait for them; a verb
     # never used times out here and is named by the assertion below.
@@ -225,6 +236,14 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
     if not clusterwide:
         outside = sorted((r, ns) for r, ns in scopes if ns != NAMESPACE)
         assert not outside, f"requests a Role in {NAMESPACE} cannot grant: {outside}"
+    # Routing's rights are a Role in the routing namespaces, in both modes.
+    routed = sorted((r, ns) for r, ns in scopes if r in ROUTING_RESOURCES and ns != NAMESPACE)
+    assert not routed, f"routing requests outside the routing namespace: {routed}"
+
+
+def owned_by_us(obj: dict[str, Any]) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return bool(labels.get("app.kubernetes.io/managed-by") == "tokenfleet")
 
 
 def test_grants_expand_rules() -> None:

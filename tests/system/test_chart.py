@@ -16,7 +16,16 @@ import helm_python as helm
 import jsonschema
 import pytest
 import yaml
-from chart_render import CHART, COMBINATIONS, NEW_GPU, chart, notes, of_kind, render
+from chart_render import (
+    CHART,
+    COMBINATIONS,
+    NEW_GPU,
+    RELEASE,
+    chart,
+    notes,
+    of_kind,
+    render,
+)
 from test_manifests_validate import VERSIONS, run_validator
 
 from tokenfleet.api.crd import CRD_FILE, render_crd_yaml
@@ -165,21 +174,75 @@ def test_the_operator_parses_the_rendered_flags() -> None:
     assert args.standalone and args.namespace == ["team-a", "team-b"]
 
 
-def test_namespaced_mode_has_no_cluster_role() -> None:
+def test_namespaced_mode_has_no_cluster_wide_grant() -> None:
+    """The only ClusterRoles are the endpoint picker's, which grant nothing until the
+    operator binds them in a watched namespace; nothing is bound cluster-wide."""
     docs = render(COMBINATIONS["namespaced-standalone"])
-    assert not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding")
+    assert not of_kind(docs, "ClusterRoleBinding")
+    picker = f"{RELEASE}-tokenfleet-endpoint-picker"
+    names = {r["metadata"]["name"] for r in of_kind(docs, "ClusterRole")}
+    assert names == {picker, f"{picker}-leader-election"}
     assert {r["metadata"]["namespace"] for r in of_kind(docs, "Role")} == {"team-a", "team-b"}
+
+
+def operator_role(docs: list[dict[str, Any]], kind: str = "ClusterRole") -> dict[str, Any]:
+    """The operator's own (Cluster)Role: the first, when there is one per namespace."""
+    return next(r for r in of_kind(docs, kind) if r["metadata"]["name"] == f"{RELEASE}-tokenfleet")
+
+
+WRITES = {"create", "update", "patch", "delete", "deletecollection", "*"}
+ROUTING_OWN = {"configmaps", "serviceaccounts", "roles", "rolebindings", "leases"}
+
+
+@pytest.mark.parametrize("values", [{}, COMBINATIONS["everything"], {"routingNamespaces": ["r"]}])
+def test_the_operators_cluster_role_writes_no_identity_config_or_lease(
+    values: dict[str, Any],
+) -> None:
+    """Issue 30: routing had widened the operator's ClusterRole to write ConfigMaps,
+    ServiceAccounts, Roles, RoleBindings and Leases in every namespace (kube-system's too)."""
+    for rule in operator_role(render(values))["rules"]:
+        if set(rule["resources"]) & ROUTING_OWN:
+            assert not set(rule["verbs"]) & WRITES, rule
+
+
+def test_routing_is_granted_per_namespace_by_binding_the_pickers_cluster_roles() -> None:
+    from tokenfleet.render.routing import LEADER_ELECTION_RULES, PICKER_RULES
+
+    docs = render({"routingNamespaces": ["team-r"]})
+    picker = f"{RELEASE}-tokenfleet-endpoint-picker"
+    roles = {r["metadata"]["name"]: r for r in of_kind(docs, "ClusterRole")}
+    assert roles[picker]["rules"] == [dict(r) for r in PICKER_RULES]
+    assert roles[f"{picker}-leader-election"]["rules"] == [dict(r) for r in LEADER_ELECTION_RULES]
+    (routing,) = of_kind(docs, "Role")
+    (binding,) = of_kind(docs, "RoleBinding")
+    assert routing["metadata"]["namespace"] == binding["metadata"]["namespace"] == "team-r"
+    assert binding["roleRef"]["name"] == routing["metadata"]["name"]
+    bind = [r for r in routing["rules"] if "bind" in r["verbs"]]
+    assert bind == [
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+         "verbs": ["bind"], "resourceNames": [picker, f"{picker}-leader-election"]}
+    ]  # fmt: skip
+    (deploy,) = of_kind(docs, "Deployment")
+    assert (
+        f"--picker-cluster-role={picker}"
+        in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    # Cluster-wide with no routingNamespaces: routing is granted nowhere.
+    assert not of_kind(render(), "Role")
 
 
 def test_roles_are_the_rules_file() -> None:
     """tests/integration/test_rbac.py checks files/rbac-rules.yaml against the operator's
     requests; the rendered roles must be exactly those rules."""
     rules = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())
-    (cluster_role,) = of_kind(render(), "ClusterRole")
+    cluster_role = operator_role(render())
     assert cluster_role["rules"] == rules["namespaced"] + rules["peering"]["cluster"]
     for role in of_kind(render(COMBINATIONS["namespaced-standalone"]), "Role"):
-        assert role["rules"] == rules["namespaced"]  # standalone: no peering
-    (role, _) = of_kind(render({"watchNamespaces": ["a", "b"]}), "Role")
+        if role["metadata"]["name"].endswith("-routing"):
+            assert role["rules"][:-1] == rules["routing"]  # and bind (the test above)
+        else:
+            assert role["rules"] == rules["namespaced"]  # standalone: no peering
+    role = operator_role(render({"watchNamespaces": ["a", "b"]}), "Role")
     assert role["rules"] == rules["namespaced"] + rules["peering"]["namespaced"]
 
 

@@ -12,8 +12,8 @@ Inputs: every LLMService in examples/ and in tests/unit/render/cases/, rendered 
   LeaderWorkerSet's leader and worker pod templates, the bulk of it, are validated by
   kubernetes-validate --strict as core v1 PodTemplate objects.
 - InferencePool and HTTPRoute (spec.routing) are checked against their upstream CRDs in
-  tests/system/test_routing_validate.py; the routing's core kinds (ServiceAccount, Role,
-  RoleBinding, ConfigMap, the picker's Deployment and Service) go through
+  tests/system/test_routing_validate.py; the routing's core kinds (ServiceAccount,
+  RoleBindings, the picker's Deployment and Service) go through
   kubernetes-validate here with the rest.
 """
 
@@ -102,7 +102,7 @@ def test_core_manifests_pass_kubernetes_validate_strict(version: str, tmp_path: 
     kinds = {d["kind"] for d in docs}
     assert {"Deployment", "Service", "PodDisruptionBudget", "PodTemplate"} <= kinds
     assert "PersistentVolumeClaim" in kinds
-    assert {"ServiceAccount", "Role", "RoleBinding", "ConfigMap"} <= kinds  # spec.routing
+    assert {"ServiceAccount", "RoleBinding"} <= kinds  # spec.routing
     code, output = run_validator(docs, version, tmp_path)
     problems = [line for line in output.splitlines() if not line.startswith("INFO")]
     assert code == 0 and not problems, "\n".join(problems)

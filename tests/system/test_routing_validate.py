@@ -5,7 +5,7 @@ kubernetes-sigs/gateway-api v1.6.1's (tests/data/*.crd.yaml, headers say how the
 taken). Each rendered object goes through what the API server would do with it, offline:
 defaulting, OpenAPI validation with unknown fields rejected, and every CEL rule
 (crd_checker.CrdValidator, cel-python). The core kinds of the routing (ServiceAccount,
-Role, RoleBinding, ConfigMap, the picker's Deployment and Service) are checked by
+RoleBindings, the picker's Deployment and Service) are checked by
 kubernetes-validate --strict in test_manifests_validate.py.
 """
 

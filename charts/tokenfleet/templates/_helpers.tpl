@@ -34,6 +34,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- if not .Values.watchNamespaces }}true{{ end -}}
 {{- end -}}
 
+{{/* The endpoint pickers' ClusterRole (`tokenfleet operator --picker-cluster-role`). */}}
+{{- define "tokenfleet.pickerClusterRole" -}}
+{{- printf "%s-endpoint-picker" (include "tokenfleet.fullname" .) -}}
+{{- end -}}
+
+{{/* Where LLMServices may use spec.routing, as a JSON list: routingNamespaces, or the
+watched namespaces. */}}
+{{- define "tokenfleet.routingNamespaces" -}}
+{{- .Values.routingNamespaces | default .Values.watchNamespaces | default list | toJson -}}
+{{- end -}}
+
 {{/* GPU types the catalog overlay adds (not in the LLMService CRD's enum), as a JSON list. */}}
 {{- define "tokenfleet.newGpuTypes" -}}
 {{- $crd := .Files.Get "crds/tokenfleet.dev_llmservices.yaml" | fromYaml -}}

@@ -93,3 +93,8 @@ def test_a_failed_login_is_one_line_per_retry(
     message = str(error.value)
     assert "\n" not in message and "cannot log in to Kubernetes" in message
     assert "KUBECONFIG" in message
+
+
+def test_a_picker_cluster_role_that_is_no_name_is_refused(tmp_path: Path) -> None:
+    line = _one_error_line(_operator(tmp_path, "--picker-cluster-role", "Bad Role"))
+    assert "--picker-cluster-role 'Bad Role'" in line and "tokenfleet-endpoint-picker" in line

@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from tokenfleet.api import parse_llmservice
-from tokenfleet.controller.routing import POOL_API, ROUTE_API, routing_state, zero_floor
+from tokenfleet.controller.routing import (
+    POOL_API,
+    ROUTE_API,
+    ROUTING_ONLY,
+    routing_state,
+    zero_floor,
+)
 
 
 class Discovery:
@@ -53,9 +59,30 @@ async def test_routing_state(
         available, status, reason,
     )  # fmt: skip
     # Prune must know which routing APIs exist, whatever the spec says now.
-    assert state.served == {POOL_API: POOL_API in served, ROUTE_API: ROUTE_API in served}
+    apis = {api: state.served[api] for api in (POOL_API, ROUTE_API)}
+    assert apis == {POOL_API: POOL_API in served, ROUTE_API: ROUTE_API in served}
     if not status and reason != "Disabled":
         assert "install" in state.condition.message
+
+
+@pytest.mark.parametrize(
+    ("routing", "last_routing", "listed"),
+    [
+        ({}, None, False),  # never routed: the routing kinds are not listed (no right to)
+        ({}, "False", False),
+        ({}, "True", True),  # routing just turned off: its objects are pruned
+        ({"enabled": True}, None, True),
+    ],
+)
+async def test_routing_kinds_are_pruned_only_where_routing_was_applied(
+    routing: dict[str, Any], last_routing: str | None, listed: bool
+) -> None:
+    conditions = [] if last_routing is None else [{"type": "Routing", "status": last_routing}]
+    discovery = Discovery(POOL_API, ROUTE_API)
+    state = await routing_state(discovery, service(**routing), {"conditions": conditions})  # type: ignore[arg-type]
+    assert {kind: state.served[kind] for kind in ROUTING_ONLY} == dict.fromkeys(
+        ROUTING_ONLY, listed
+    )
 
 
 @pytest.mark.parametrize(

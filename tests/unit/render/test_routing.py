@@ -20,15 +20,11 @@ from tokenfleet.capacity import PlanError
 from tokenfleet.engines import engine_info
 from tokenfleet.engines.images import PICKER_VERSION, with_overrides
 from tokenfleet.render import routing
-from tokenfleet.render.routing.picker import CONFIG_FILE
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 ZERO = "vllm-8b-l4-routing-zero"
 MULTI = "sglang-405b-two-nodes-routing"
-ROUTING_KINDS = [
-    "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment", "Service",
-    "InferencePool",
-]  # fmt: skip
+ROUTING_KINDS = ["ServiceAccount", "RoleBinding", "Deployment", "Service", "InferencePool"]
 
 
 def picker_flags() -> set[str]:
@@ -65,7 +61,8 @@ def with_routing(name: str, **routing_spec: Any) -> Any:
     ("case", "kinds"),
     [
         ("vllm-8b-l4-minimal", []),
-        (ZERO, [*ROUTING_KINDS, "HTTPRoute", "PodMonitor"]),
+        # Two pickers in this case: a second RoleBinding, for the leader election.
+        (ZERO, [*ROUTING_KINDS[:2], "RoleBinding", *ROUTING_KINDS[2:], "HTTPRoute", "PodMonitor"]),
         (MULTI, [*ROUTING_KINDS, "PodMonitor"]),
     ],
 )
@@ -134,7 +131,7 @@ def test_every_picker_flag_is_one_its_parser_defines(case: str) -> None:
     args = one(routed(case), "Deployment", "-epp")["spec"]["template"]["spec"]["containers"][0]
     flags = {a.removeprefix("--").split("=")[0] for a in args["args"]}
     assert flags <= picker_flags(), flags - picker_flags()
-    assert {"pool-name", "pool-namespace", "config-file"} <= flags
+    assert {"pool-name", "pool-namespace", "config-text"} <= flags
 
 
 def test_the_flag_check_can_fail() -> None:
@@ -143,7 +140,9 @@ def test_the_flag_check_can_fail() -> None:
 
 
 def config_of(manifests: list[dict[str, Any]]) -> dict[str, Any]:
-    return dict(yaml.safe_load(one(manifests, "ConfigMap")["data"][CONFIG_FILE]))
+    args = one(manifests, "Deployment", "-epp")["spec"]["template"]["spec"]["containers"][0]
+    text = next(a for a in args["args"] if a.startswith("--config-text="))
+    return dict(yaml.safe_load(text.removeprefix("--config-text=")))
 
 
 def keys(value: Any) -> set[str]:
@@ -184,9 +183,9 @@ def test_picker_config(case: str, flow_control: bool, engine: str | None) -> Non
 def test_a_config_change_rolls_the_picker() -> None:
     service, plan = with_routing(ZERO, queue_ttl_seconds=60)
     changed = routing.manifests(service, plan)
-    hash_of = lambda ms: one(ms, "Deployment", "-epp")["spec"]["template"]["metadata"]  # noqa: E731
+    template = lambda ms: one(ms, "Deployment", "-epp")["spec"]["template"]  # noqa: E731
     assert config_of(changed)["flowControl"]["defaultRequestTTL"] == "60s"
-    assert hash_of(changed) != hash_of(routed(ZERO))
+    assert template(changed) != template(routed(ZERO))  # a new pod template: a rollout
 
 
 @pytest.mark.parametrize(("replicas", "election"), [(1, False), (2, True)])
@@ -201,25 +200,26 @@ def test_several_pickers_elect_a_leader(replicas: int, election: bool) -> None:
     assert probes == ({"liveness", "readiness"} if election else {"inference-extension"})
 
 
-def test_role_is_least_privilege_and_bound_to_the_pickers_account() -> None:
+def test_the_picker_is_bound_to_the_charts_cluster_roles_in_its_namespace_only() -> None:
     manifests = routed(ZERO)
-    role = one(manifests, "Role")
-    binding = one(manifests, "RoleBinding")
     account = one(manifests, "ServiceAccount")
-    # The case runs two pickers: the lease they elect a leader with, and nothing else.
-    assert role["rules"] == [dict(r) for r in routing.PICKER_RULES + routing.LEADER_ELECTION_RULES]
-    for rule in role["rules"]:
-        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
-        if rule["resources"] != ["leases"] and rule["resources"] != ["events"]:
-            assert set(rule["verbs"]) <= {"get", "list", "watch"}  # read-only
-    single = one(routed(MULTI), "Role")  # one picker: read-only
-    assert single["rules"] == [dict(r) for r in routing.PICKER_RULES]
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"],
-    }  # fmt: skip
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "team-a"}
+    assert not [m for m in manifests if m["kind"] in ("Role", "ClusterRole", "ConfigMap")]
+    # The case runs two pickers: the leader-election ClusterRole too.
+    bindings = [m for m in manifests if m["kind"] == "RoleBinding"]
+    assert [b["roleRef"] for b in bindings] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}
+        for role in ("tokenfleet-endpoint-picker", "tokenfleet-endpoint-picker-leader-election")
     ]
+    for binding in bindings:
+        assert binding["metadata"]["namespace"] == "team-a"  # a RoleBinding, not cluster-wide
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "team-a"}
+        ]
+    single = [m for m in routed(MULTI) if m["kind"] == "RoleBinding"]  # one picker: reads only
+    assert [b["roleRef"]["name"] for b in single] == ["tokenfleet-endpoint-picker"]
+    service, plan = with_routing(MULTI)
+    named = routing.manifests(service, plan, picker_role="prod-tokenfleet-endpoint-picker")
+    assert one(named, "RoleBinding")["roleRef"]["name"] == "prod-tokenfleet-endpoint-picker"
     pod = one(manifests, "Deployment", "-epp")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == account["metadata"]["name"]
 

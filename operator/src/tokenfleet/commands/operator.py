@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     # kopf.run's peer id is a NewType kopf does not export; the string is what kopf makes.
     from kopf._core.engines.peering import Identity
+
+# A ClusterRole's name (a path segment): at most 253 of these characters.
+PICKER_ROLE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -101,6 +105,14 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="a Prometheus URL an LLMService may name in spec.autoscaling.prometheus.url "
         "(that URL or a path below it; repeatable; default: only --prometheus-url, so a "
         "tenant cannot point the operator at any in-cluster host)",
+    )
+    p.add_argument(
+        "--picker-cluster-role",
+        default="tokenfleet-endpoint-picker",
+        metavar="NAME",
+        help="the ClusterRole (installed by the chart) each LLMService's endpoint picker is "
+        "bound to in its namespace; NAME-leader-election for several pickers "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--metrics-window-seconds",
@@ -245,6 +257,13 @@ def run(args: Any) -> int:
     except UrlRefused as refused:
         print(f"error: {refused}", file=sys.stderr)
         return 2
+    if not PICKER_ROLE.fullmatch(args.picker_cluster_role):
+        print(
+            f"error: --picker-cluster-role {args.picker_cluster_role!r}: not a ClusterRole "
+            "name; use the chart's, e.g. tokenfleet-endpoint-picker",
+            file=sys.stderr,
+        )
+        return 2
     import kopf
 
     from tokenfleet.capacity.errors import PlanError
@@ -281,7 +300,7 @@ def run(args: Any) -> int:
             )
             return 2
     credentials = Credentials()
-    pipeline = Pipeline(images=images)
+    pipeline = Pipeline(images=images, picker_role=args.picker_cluster_role)
     policy = Policy(tuple(args.allow_image), tuple(args.allow_service_account))
     reconciler = Reconciler(KubeClient(credentials.current), metrics, pipeline, policy=policy)
     if not args.time_scale > 0:

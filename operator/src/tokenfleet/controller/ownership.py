@@ -35,14 +35,13 @@ RENDERED_KINDS = (
     # picker before the picker goes.
     ("gateway.networking.k8s.io/v1", "HTTPRoute"),
     ("inference.networking.k8s.io/v1", "InferencePool"),
-    ("v1", "ConfigMap"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-    ("rbac.authorization.k8s.io/v1", "Role"),
     ("v1", "ServiceAccount"),
 )
-# Kinds of which render may produce two objects (the engines' and the endpoint picker's):
-# rendering one of them does not mean nothing of that kind is stale.
-SHARED_KINDS = frozenset({"Deployment", "Service", "PodMonitor"})
+# Kinds of which render may produce two objects (the engines' and the endpoint picker's;
+# the picker's two RoleBindings): rendering one of them does not mean nothing of that kind
+# is stale.
+SHARED_KINDS = frozenset({"Deployment", "Service", "PodMonitor", "RoleBinding"})
 
 
 def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
@@ -109,7 +108,9 @@ async def prune(
 ) -> Pruned:
     """Delete owned objects the render no longer produces (see the module docstring).
 
-    `served`: apiVersion -> whether the cluster serves it (absent APIs are not listed).
+    `served`: apiVersion or kind -> whether to list it: an API the cluster does not serve,
+    or the routing kinds in a namespace where routing was never applied (the operator may
+    hold no right to list them there; controller/routing.py).
     """
     meta = owner["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], str(meta["uid"])
@@ -121,7 +122,8 @@ async def prune(
         # the picker's), so a kind it still produces has nothing stale to remove: list only
         # the others.
         still_rendered = kind in rendered_kinds and kind not in SHARED_KINDS
-        if still_rendered or not served.get(api_version, True):
+        listed = served.get(kind, True) and served.get(api_version, True)
+        if still_rendered or not listed:
             continue
         for obj in await kube.list(api_version, kind, namespace, f"{INSTANCE_LABEL}={name}"):
             obj_meta = obj.get("metadata") or {}

@@ -37,6 +37,7 @@ from tokenfleet.render.desired import (
     desired,
     model_config,
 )
+from tokenfleet.render.routing import DEFAULT_PICKER_ROLE
 
 GROUP, VERSION, PLURAL, KIND = "tokenfleet.dev", "v1alpha1", "llmservices", "LLMService"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -53,6 +54,12 @@ WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
 # multi-node plan in under 0.1 s on one core), so 10 s is two orders of margin.
 STEP_SECONDS = 10.0
 T = TypeVar("T")
+# A 403 is the operator's RBAC: routing's writes are granted per namespace (the chart's
+# routingNamespaces), the rest wherever it watches.
+FORBIDDEN_FIX = (
+    "the operator is not allowed to write this here: with spec.routing, the namespace must "
+    "be one of the chart's routingNamespaces (or watchNamespaces); ask the operator's admin"
+)
 # Backoff for apiserver errors (5xx, 429, dropped connections), by the consecutive
 # failures of one LLMService (not kopf's per-handler retry count, which restarts with
 # every event): fast for a blip, capped at a minute for an outage.
@@ -89,6 +96,7 @@ class Pipeline:
     # api.plan_service: capacity.plan whose errors name spec fields, not CLI flags.
     plan: PlanStep = plan_service
     images: ImageTable = field(default_factory=lambda: DEFAULT_IMAGES)  # --engine-image
+    picker_role: str = DEFAULT_PICKER_ROLE  # --picker-cluster-role
 
     @classmethod
     def default(cls) -> Pipeline:
@@ -270,9 +278,12 @@ class Reconciler:
                 raise
             # 4xx (422 invalid, 403 forbidden...): retrying will not help; tell the user.
             self.metrics.reconcile_errors.labels(f"{error.status // 100}xx").inc()
+            message = redact(str(error), body)
+            if error.status == 403:
+                message = f"{message[:600]}; {FORBIDDEN_FIX}"
             observed = st.Observed(
                 generation=generation,
-                degraded=st.Condition("Degraded", True, "ApplyFailed", redact(str(error), body)),
+                degraded=st.Condition("Degraded", True, "ApplyFailed", message[:1000]),
             )
             result = "degraded"
         new_status = st.reconciler_status(previous, observed)
@@ -319,8 +330,8 @@ class Reconciler:
         config = await self._model_config(config_map_ref(service), namespace)
         lws = await self.kube.has_resource(LWS_API, LWS_PLURAL)
         monitoring = await self.kube.has_resource(MONITORING_API, MONITORING_PLURAL)
-        routing = await routing_state(self.kube, service)
-        cluster = Cluster(monitoring, lws, routing.available, steps.images)
+        routing = await routing_state(self.kube, service, body.get("status") or {})
+        cluster = Cluster(monitoring, lws, routing.available, steps.images, steps.picker_role)
 
         def admit(service: LLMService, plan: Plan) -> None:
             """Refusals of a good plan, before the render's own errors: the allowlists,

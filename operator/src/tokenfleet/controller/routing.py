@@ -32,18 +32,34 @@ ROUTE_INSTALL = (
 )
 
 
+# The kinds only routing renders. The operator's right to write them is granted per
+# namespace (the chart's routing Roles), so they are listed for pruning only where this
+# LLMService has routing now or had it applied.
+ROUTING_ONLY = ("InferencePool", "HTTPRoute", "RoleBinding", "ServiceAccount")
+
+
 @dataclass(frozen=True)
 class RoutingState:
     available: bool  # render the routing objects
     condition: st.Condition
-    served: dict[str, bool] = field(default_factory=dict)  # apiVersion -> served (prune)
+    # apiVersion or kind -> listed for pruning (ownership.prune)
+    served: dict[str, bool] = field(default_factory=dict)
 
 
-async def routing_state(kube: KubeClient, service: LLMService) -> RoutingState:
+def had_routing(status: Mapping[str, Any]) -> bool:
+    """The last status says the routing objects were applied."""
+    routing = next((c for c in status.get("conditions") or [] if c.get("type") == "Routing"), None)
+    return routing is not None and routing.get("status") == "True"
+
+
+async def routing_state(
+    kube: KubeClient, service: LLMService, status: Mapping[str, Any] | None = None
+) -> RoutingState:
     routing = service.spec.routing
     pool = await kube.has_resource(POOL_API, POOL_PLURAL)
     route = await kube.has_resource(ROUTE_API, ROUTE_PLURAL)
-    served = {POOL_API: pool, ROUTE_API: route}
+    touched = routing.enabled or had_routing(status or {})
+    served = {POOL_API: pool, ROUTE_API: route, **dict.fromkeys(ROUTING_ONLY, touched)}
     if not routing.enabled:
         condition = st.Condition("Routing", False, "Disabled", "spec.routing.enabled is false")
         return RoutingState(False, condition, served)

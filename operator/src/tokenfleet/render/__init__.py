@@ -31,6 +31,7 @@ from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
 from tokenfleet.render.disruption import pod_disruption_budget
 from tokenfleet.render.meta import ENGINE_CONTAINER, SERVICE_PORT, labels, selector, workload_name
 from tokenfleet.render.monitoring import pod_monitor
+from tokenfleet.render.routing import DEFAULT_PICKER_ROLE
 from tokenfleet.render.routing import manifests as routing_manifests
 from tokenfleet.render.service import endpoint_url, service
 from tokenfleet.render.simulate import check_simulate
@@ -153,6 +154,7 @@ def all(
     lws_available: bool = True,
     images: ImageTable = DEFAULT_IMAGES,
     routing_available: bool = True,
+    picker_role: str = DEFAULT_PICKER_ROLE,
 ) -> list[dict[str, Any]]:
     check_name(llmservice, plan)
     check_rollout(llmservice)
@@ -178,6 +180,10 @@ def all(
         # After the engines' own objects: the controller reads the first Deployment and
         # Service of the list as the engines'.
         manifests += routing_manifests(
-            llmservice, plan, images, monitoring_available=monitoring_available
+            llmservice,
+            plan,
+            images,
+            monitoring_available=monitoring_available,
+            picker_role=picker_role,
         )
     return manifests

@@ -20,6 +20,7 @@ from tokenfleet import render
 from tokenfleet.api import LLMService, plan_service, to_plan_request
 from tokenfleet.capacity.types import Plan, PlanRequest
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
+from tokenfleet.render.routing import DEFAULT_PICKER_ROLE
 
 PlanStep = Callable[[PlanRequest], Plan]
 # Called between plan and render; raises to refuse (the controller's allowlists and its
@@ -35,6 +36,8 @@ class Cluster:
     lws: bool = True  # LeaderWorkerSet
     routing: bool = True  # Gateway API Inference Extension
     images: ImageTable = field(default_factory=lambda: DEFAULT_IMAGES)
+    # The chart's ClusterRole the endpoint pickers are bound to (--picker-cluster-role).
+    picker_role: str = DEFAULT_PICKER_ROLE
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ def desired(
             lws_available=cluster.lws,
             images=cluster.images,
             routing_available=cluster.routing,
+            picker_role=cluster.picker_role,
         )
     except Exception as error:
         raise StepFailed("render", error, planned) from error

@@ -1,8 +1,9 @@
 """spec.routing -> the Gateway API Inference Extension objects of one LLMService. Pure.
 
-`manifests(service, plan, images, monitoring_available)` returns, in apply order (the
-picker's identity and config before the picker, the picker before the pool that names it):
-ServiceAccount, Role, RoleBinding, ConfigMap and Deployment `<name>-epp`, Service
+`manifests(service, plan, images, monitoring_available, picker_role)` returns, in apply
+order (the picker's identity before the picker, the picker before the pool that names it):
+ServiceAccount `<name>-epp`, RoleBinding `<name>-epp` to the chart's ClusterRole
+`picker_role` (and `<name>-epp-leader-election` with several pickers), Deployment and Service
 `<name>-epp`, InferencePool `<name>`, HTTPRoute `<name>` (with spec.routing.gateway) and
 PodMonitor `<name>-epp` (with the Prometheus Operator). Empty when routing is off.
 """
@@ -17,7 +18,6 @@ from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
 from tokenfleet.render.routing.names import PICKER_SUFFIX, picker_name
 from tokenfleet.render.routing.picker import (
-    config_map,
     deployment,
     picker_config,
     picker_pod_monitor,
@@ -26,15 +26,18 @@ from tokenfleet.render.routing.picker import (
 )
 from tokenfleet.render.routing.pool import POOL_API, ROUTE_API, http_route, inference_pool
 from tokenfleet.render.routing.rbac import (
+    DEFAULT_PICKER_ROLE,
     LEADER_ELECTION_RULES,
+    LEADER_ELECTION_SUFFIX,
     PICKER_RULES,
-    role,
-    role_binding,
+    role_bindings,
     service_account,
 )
 
 __all__ = [
+    "DEFAULT_PICKER_ROLE",
     "LEADER_ELECTION_RULES",
+    "LEADER_ELECTION_SUFFIX",
     "MAX_NAME",
     "PICKER_RULES",
     "POOL_API",
@@ -54,6 +57,7 @@ def manifests(
     images: ImageTable = DEFAULT_IMAGES,
     *,
     monitoring_available: bool = True,
+    picker_role: str = DEFAULT_PICKER_ROLE,
 ) -> list[dict[str, Any]]:
     if not service.spec.routing.enabled:
         return []
@@ -67,9 +71,7 @@ def manifests(
         )
     out = [
         service_account(service),
-        role(service),
-        role_binding(service),
-        config_map(service, plan),
+        *role_bindings(service, picker_role),
         deployment(service, plan, images),
         picker_service(service),
         inference_pool(service, plan),

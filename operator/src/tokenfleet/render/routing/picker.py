@@ -2,7 +2,7 @@
 
 Everything here follows llm-d/llm-d-router v0.10.0 (engines.images.PICKER_VERSION):
 - flags: pkg/epp/server/options.go (--pool-name, --pool-namespace, --pool-group,
-  --config-file, --grpc-port, --grpc-health-port, --metrics-port, --metrics-endpoint-auth,
+  --config-text, --grpc-port, --grpc-health-port, --metrics-port, --metrics-endpoint-auth,
   --ha-enable-leader-election); ports 9002 (ext-proc gRPC the Gateway
   calls), 9003 (gRPC health), 9090 (Prometheus metrics), as in config/charts/routerlib/
   templates/_deployment.yaml and _service.yaml;
@@ -17,7 +17,6 @@ Everything here follows llm-d/llm-d-router v0.10.0 (engines.images.PICKER_VERSIO
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import yaml
@@ -37,9 +36,6 @@ from tokenfleet.render.routing.names import (
 EXT_PROC_PORT = 9002
 HEALTH_PORT = 9003
 METRICS_PORT = 9090
-CONFIG_FILE = "config.yaml"
-CONFIG_DIR = "/config"
-CONFIG_HASH = "tokenfleet.dev/picker-config-hash"
 # Scorer weights of llm-d-router's default profile: prefix affinity first, then load.
 SCORERS = (("queue-scorer", 2), ("kv-cache-utilization-scorer", 2), ("prefix-cache-scorer", 3))
 
@@ -50,7 +46,7 @@ def scales_to_zero(service: LLMService) -> bool:
 
 
 def picker_config(service: LLMService, plan: Plan) -> dict[str, Any]:
-    """The EndpointPickerConfig document the picker reads from --config-file."""
+    """The EndpointPickerConfig document the picker reads from --config-text."""
     info = engine_info(plan.engine)
     extractor: dict[str, Any] = {"type": "core-metrics-extractor"}
     if plan.engine != "vllm":  # the extractor's default engine is vLLM
@@ -81,26 +77,15 @@ def picker_config(service: LLMService, plan: Plan) -> dict[str, Any]:
     return config
 
 
-def config_map(service: LLMService, plan: Plan) -> dict[str, Any]:
-    text = yaml.safe_dump(picker_config(service, plan), sort_keys=False)
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": picker_metadata(service),
-        "data": {CONFIG_FILE: text},
-    }
-
-
-def _hash(manifest: dict[str, Any]) -> str:
-    return hashlib.sha256(manifest["data"][CONFIG_FILE].encode()).hexdigest()[:16]
-
-
-def picker_args(service: LLMService) -> list[str]:
+def picker_args(service: LLMService, plan: Plan) -> list[str]:
+    # The config as text, not a ConfigMap: the operator needs no right to write ConfigMaps,
+    # and a changed config is a changed pod template, which rolls the picker.
+    config = yaml.safe_dump(picker_config(service, plan), sort_keys=False)
     args = [
         f"--pool-name={service.name}",
         f"--pool-namespace={service.namespace}",
         "--pool-group=inference.networking.k8s.io",
-        f"--config-file={CONFIG_DIR}/{CONFIG_FILE}",
+        f"--config-text={config}",
         f"--grpc-port={EXT_PROC_PORT}",
         f"--grpc-health-port={HEALTH_PORT}",
         f"--metrics-port={METRICS_PORT}",
@@ -145,10 +130,7 @@ def deployment(
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": picker_selector(service)},
             "template": {
-                "metadata": {
-                    "labels": picker_pod_labels(service),
-                    "annotations": {CONFIG_HASH: _hash(config_map(service, plan))},
-                },
+                "metadata": {"labels": picker_pod_labels(service)},
                 "spec": {
                     "serviceAccountName": picker_name(service),
                     # Unlike the engines, the picker reads the API (its pool and the pods).
@@ -162,7 +144,7 @@ def deployment(
                             "name": "epp",
                             "image": picker_image(images),
                             "imagePullPolicy": "IfNotPresent",
-                            "args": picker_args(service),
+                            "args": picker_args(service, plan),
                             "ports": [
                                 {"name": "grpc", "containerPort": EXT_PROC_PORT},
                                 {"name": "grpc-health", "containerPort": HEALTH_PORT},
@@ -187,12 +169,8 @@ def deployment(
                                 "limits": {"memory": "4Gi"},
                             },
                             "securityContext": container_security,
-                            "volumeMounts": [
-                                {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}
-                            ],
                         }
                     ],
-                    "volumes": [{"name": "config", "configMap": {"name": picker_name(service)}}],
                 },
             },
         },

@@ -1,4 +1,10 @@
-"""The endpoint picker's identity: a ServiceAccount and a least-privilege Role + RoleBinding.
+"""The endpoint picker's identity: a ServiceAccount, bound to ClusterRoles the chart installs.
+
+The picker's rules live in two ClusterRoles the Helm chart installs once
+(charts/tokenfleet/files/rbac-rules.yaml: `picker`, `pickerLeaderElection`); per LLMService
+the operator writes only a ServiceAccount and RoleBindings to them in the LLMService's
+namespace. The operator needs `bind` on those two ClusterRoles by name, not their rules:
+it never holds lease rights, and the picker's reads are granted in that namespace only.
 
 Rules from llm-d/llm-d-router v0.10.0 config/charts/routerlib/templates/_rbac.yaml (pods:
 get/watch/list, to track the pool's endpoints) and config/charts/llm-d-router-standalone/
@@ -6,10 +12,8 @@ templates/rbac.yaml (inferencepools: get/watch/list, to read its own pool). Left
 purpose: inferenceobjectives / inferencemodelrewrites (tokenfleet renders none, and the
 picker runs without them), and the chart's ClusterRole for tokenreviews /
 subjectaccessreviews, which only serves --metrics-endpoint-auth (off here: the metrics
-port is inside the cluster, as the engines' are). The operator must hold every rule it
-grants (RBAC escalation prevention), so the chart grants the operator the same rules; the
-recorded-request test (test_rbac.py) derives them from PICKER_RULES and
-LEADER_ELECTION_RULES.
+port is inside the cluster, as the engines' are). The chart's copies must equal these
+(tests/system/test_chart.py).
 """
 
 from __future__ import annotations
@@ -17,9 +21,14 @@ from __future__ import annotations
 from typing import Any
 
 from tokenfleet.api import LLMService
-from tokenfleet.render.routing.names import picker_metadata, picker_name
+from tokenfleet.render.routing.names import picker_labels, picker_metadata, picker_name
 
 POOL_GROUP = "inference.networking.k8s.io"
+RBAC_GROUP = "rbac.authorization.k8s.io"
+# The chart's ClusterRole names for its default release name (`tokenfleet operator
+# --picker-cluster-role`; the chart passes its own).
+DEFAULT_PICKER_ROLE = "tokenfleet-endpoint-picker"
+LEADER_ELECTION_SUFFIX = "-leader-election"
 PICKER_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list"]},
     {"apiGroups": [POOL_GROUP], "resources": ["inferencepools"], "verbs": ["get", "watch", "list"]},
@@ -45,26 +54,27 @@ def service_account(service: LLMService) -> dict[str, Any]:
     }
 
 
-def rules_for(service: LLMService) -> tuple[dict[str, Any], ...]:
+def cluster_roles_for(service: LLMService, picker_role: str) -> tuple[str, ...]:
+    """The chart's ClusterRoles this LLMService's picker is bound to."""
     elected = service.spec.routing.picker_replicas > 1
-    return PICKER_RULES + (LEADER_ELECTION_RULES if elected else ())
+    return (picker_role, *((picker_role + LEADER_ELECTION_SUFFIX,) if elected else ()))
 
 
-def role(service: LLMService) -> dict[str, Any]:
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": picker_metadata(service),
-        "rules": [{key: list(value) for key, value in rule.items()} for rule in rules_for(service)],
-    }
-
-
-def role_binding(service: LLMService) -> dict[str, Any]:
+def role_bindings(service: LLMService, picker_role: str) -> list[dict[str, Any]]:
+    """One RoleBinding per ClusterRole, in the LLMService's namespace only."""
     name = picker_name(service)
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": picker_metadata(service),
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": service.namespace}],
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-    }
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": service.namespace}
+    return [
+        {
+            "apiVersion": f"{RBAC_GROUP}/v1",
+            "kind": "RoleBinding",
+            "metadata": {
+                "name": name + role.removeprefix(picker_role),
+                "namespace": service.namespace,
+                "labels": picker_labels(service),
+            },
+            "subjects": [subject],
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": role},
+        }
+        for role in cluster_roles_for(service, picker_role)
+    ]
