@@ -26,11 +26,12 @@ from tokenfleet.controller.events import PostEvent
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.names import NameClaims
-from tokenfleet.controller.routing import routing_state
+from tokenfleet.controller.routing import RoutingState, routing_state
 from tokenfleet.controller.statuswrite import write_status
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
 from tokenfleet.render.desired import (
     Cluster,
+    Desired,
     PlanStep,
     StepFailed,
     config_map_ref,
@@ -75,6 +76,16 @@ def retry_delay(error: ApiError, failures: int) -> float:
     if error.status == 409:
         return CONFLICT_DELAY
     return RETRY_DELAYS[min(failures - 1, len(RETRY_DELAYS) - 1)]
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What one pass plans from: the spec, its model config, what the cluster serves."""
+
+    service: LLMService
+    config: dict[str, Any] | None
+    cluster: Cluster
+    routing: RoutingState
 
 
 class Refused(Exception):
@@ -319,19 +330,45 @@ class Reconciler:
         logger: logging.Logger | logging.LoggerAdapter[Any],
         corrected: list[str],
     ) -> st.Observed:
+        """read -> plan and render -> preconditions -> write -> prune, for one generation."""
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         generation = int(meta.get("generation") or 0)
-        steps = self.pipeline
+        inputs = await self._inputs(body)
+        state = await self._desired(inputs)
+        planned = planned_condition(state.plan)
+        owned = await self._preconditions(body, inputs, state.manifests, planned)
+        applied = await self._write(body, owned, corrected)
+        logger.debug("applied %d manifests for %s/%s", len(applied), namespace, name)
+        observed = _observe(applied, generation, planned, state.plan, namespace)
+        if self._pruned.get((namespace, name)) != generation:
+            # Once per generation (and after a restart): only a spec change stops a kind
+            # from being rendered; drift passes of the same spec have nothing to prune.
+            note = await self._prune(body, owned, inputs, corrected)
+            observed = dataclasses.replace(observed, extra=note)
+        autoscaling = autoscaling_condition(inputs.service, body)
+        if autoscaling is not None:
+            observed = dataclasses.replace(observed, autoscaling=autoscaling)
+        return dataclasses.replace(observed, routing=inputs.routing.condition)
+
+    async def _inputs(self, body: Mapping[str, Any]) -> _Inputs:
+        """The spec, the model config it points to, and what the cluster serves."""
         try:
-            service = steps.parse(body)
+            service = self.pipeline.parse(body)
         except Exception as error:  # any parse failure is the user's spec, not our crash
             raise Refused("InvalidSpec", _one_line(error)) from error
+        namespace = body["metadata"]["namespace"]
         config = await self._model_config(config_map_ref(service), namespace)
         lws = await self.kube.has_resource(LWS_API, LWS_PLURAL)
         monitoring = await self.kube.has_resource(MONITORING_API, MONITORING_PLURAL)
         routing = await routing_state(self.kube, service, body.get("status") or {})
+        steps = self.pipeline
         cluster = Cluster(monitoring, lws, routing.available, steps.images, steps.picker_role)
+        return _Inputs(service, config, cluster, routing)
+
+    async def _desired(self, inputs: _Inputs) -> Desired:
+        """Plan and render off the event loop; a failure or a refusal is Refused."""
+        steps, lws = self.pipeline, inputs.cluster.lws
 
         def admit(service: LLMService, plan: Plan) -> None:
             """Refusals of a good plan, before the render's own errors: the allowlists,
@@ -346,6 +383,7 @@ class Reconciler:
                     planned_condition(plan),
                 )
 
+        service, config, cluster = inputs.service, inputs.config, inputs.cluster
         try:
             state = await off_loop(
                 lambda: desired(service, config, cluster, plan=steps.plan, admit=admit),
@@ -366,12 +404,22 @@ class Reconciler:
                 self.metrics.plans.labels("ok").inc()
             raise
         self.metrics.plans.labels("ok").inc()
-        plan, manifests = state.plan, state.manifests
-        planned = planned_condition(plan)
-        autoscaling = autoscaling_condition(service, body)
-        if not lws and any(m.get("kind") == "LeaderWorkerSet" for m in manifests):
-            raise Refused("LeaderWorkerSetMissing", LWS_INSTALL, planned)
+        if not lws and any(m.get("kind") == "LeaderWorkerSet" for m in state.manifests):
+            raise Refused("LeaderWorkerSetMissing", LWS_INSTALL, planned_condition(state.plan))
+        return state
 
+    async def _preconditions(
+        self,
+        body: Mapping[str, Any],
+        inputs: _Inputs,
+        manifests: Sequence[Mapping[str, Any]],
+        planned: st.Condition,
+    ) -> list[dict[str, Any]]:
+        """The manifests owned by the LLMService, once every name is free or ours and the
+        API server accepted all of them in a dry-run: nothing half-created."""
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        generation = int(meta.get("generation") or 0)
         owned = [own(m, body) for m in manifests]
         clashes = self.names.claim((namespace, name), owned)
         if clashes:
@@ -381,10 +429,17 @@ class Reconciler:
         if taken:
             raise Refused("NameConflict", "; ".join(taken), planned)
         if self._verified.get((namespace, name)) != generation:
-            # Nothing half-created: the API server (schema, admission webhooks, quotas)
-            # sees every manifest of a new generation before the first one is written.
+            # The API server (schema, admission webhooks, quotas) sees every manifest of a
+            # new generation before the first one is written.
             await asyncio.gather(*(self.kube.apply(m, dry_run=True) for m in owned))
             self._verified[(namespace, name)] = generation
+        return owned
+
+    async def _write(
+        self, body: Mapping[str, Any], owned: Sequence[dict[str, Any]], corrected: list[str]
+    ) -> list[dict[str, Any]]:
+        """Server-side apply, in order; `corrected` gets what someone else had changed."""
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         applied: list[dict[str, Any]] = []
         for manifest in owned:
             key = (manifest["kind"], namespace, manifest["metadata"]["name"])
@@ -394,23 +449,27 @@ class Reconciler:
             if before is not None and before != result["metadata"].get("resourceVersion"):
                 corrected.append(f"{key[0]}/{key[2]}")
             applied.append(result)
-        logger.debug("applied %d manifests for %s/%s", len(applied), namespace, name)
-        observed = _observe(applied, generation, planned, plan, namespace)
-        if self._pruned.get((namespace, name)) != generation:
-            # Once per generation (and after a restart): only a spec change stops a kind
-            # from being rendered; drift passes of the same spec have nothing to prune.
-            served = {LWS_API: lws, MONITORING_API: monitoring, **routing.served}
-            pruned = await ownership.prune(self.kube, body, owned, served)
-            for deleted in pruned.deleted:
-                kind, _, obj_name = deleted.partition("/")
-                self.forget_object(kind, namespace, obj_name)
-                corrected.append(f"{deleted} (deleted: no longer rendered)")
-            self._pruned[(namespace, name)] = generation
-            note = retained_note(pruned.retained, body.get("status") or {})
-            observed = dataclasses.replace(observed, extra=note)
-        if autoscaling is not None:
-            observed = dataclasses.replace(observed, autoscaling=autoscaling)
-        return dataclasses.replace(observed, routing=routing.condition)
+        return applied
+
+    async def _prune(
+        self,
+        body: Mapping[str, Any],
+        owned: Sequence[dict[str, Any]],
+        inputs: _Inputs,
+        corrected: list[str],
+    ) -> dict[str, Any]:
+        """Delete what this generation no longer renders; status.retainedClaims."""
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        cluster = inputs.cluster
+        served = {LWS_API: cluster.lws, MONITORING_API: cluster.monitoring}
+        pruned = await ownership.prune(self.kube, body, owned, {**served, **inputs.routing.served})
+        for deleted in pruned.deleted:
+            kind, _, obj_name = deleted.partition("/")
+            self.forget_object(kind, namespace, obj_name)
+            corrected.append(f"{deleted} (deleted: no longer rendered)")
+        self._pruned[(namespace, name)] = int(meta.get("generation") or 0)
+        return retained_note(pruned.retained, body.get("status") or {})
 
     async def _model_config(
         self, ref: tuple[str, str] | None, namespace: str
