@@ -6,7 +6,8 @@
   recognised by resourceVersion and ignored.
 - Drift also re-reconciles every known LLMService every `resync_seconds` (missed events).
 - Every LLMService watch event (deletion included) -> Autoscalers.sync: one autoscaler loop
-  per LLMService with spec.autoscaling.enabled, none otherwise (controller/autoscaler.py).
+  per LLMService with spec.autoscaling.enabled, none otherwise (controller/autoscaler.py);
+  a deletion also stops the reconcile in flight for it before its next write.
 """
 
 from __future__ import annotations
@@ -337,6 +338,11 @@ def build_registry(
 
     @kopf.on.event(GROUP, VERSION, PLURAL, id="autoscaler", registry=registry)
     async def autoscaler(event: Mapping[str, Any], body: kopf.Body, **_: Any) -> None:
+        if event.get("type") == "DELETED":
+            # A pass in flight for it writes nothing more (controller/reconcile.py).
+            meta = body.get("metadata") or {}
+            namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+            reconciler.deleted(namespace, name, str(meta.get("uid") or ""))
         scalers.sync(event.get("type"), body)
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)

@@ -17,7 +17,8 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.reconciles = Counter(
             "tokenfleet_reconciles_total",
-            "LLMService reconciles by result (applied, degraded, retry, error).",
+            "LLMService reconciles by result (applied, degraded, retry, error; gone: deleted "
+            "during the pass, nothing applied).",
             ["result"],
             registry=self.registry,
         )

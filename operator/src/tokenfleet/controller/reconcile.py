@@ -2,7 +2,10 @@
 
 Everything that can refuse (a bad spec, a failed plan, a missing CRD, a render error) is
 decided before the first write, so a refused LLMService never leaves half a workload
-behind. Kubernetes I/O goes through `kube.KubeClient`; conditions come from `status`.
+behind. A pass re-reads its LLMService under its lock before the first write and stops if
+it was deleted meanwhile; a deletion the watch reports (handlers.py) stops it before its
+next write: nothing is re-created for an owner that is gone. Kubernetes I/O goes through
+`kube.KubeClient`; conditions come from `status`.
 """
 
 from __future__ import annotations
@@ -76,6 +79,11 @@ def retry_delay(error: ApiError, failures: int) -> float:
     if error.status == 409:
         return CONFLICT_DELAY
     return RETRY_DELAYS[min(failures - 1, len(RETRY_DELAYS) - 1)]
+
+
+class Gone(Exception):
+    """The LLMService was deleted (or replaced by a namesake) while its pass ran: nothing
+    more is written for it."""
 
 
 @dataclass(frozen=True)
@@ -166,11 +174,22 @@ class Reconciler:
     _failures: dict[tuple[str, str], int] = field(default_factory=dict)
     # derived object names per LLMService, across LLMServices (controller/names.py)
     names: NameClaims = field(default_factory=NameClaims)
+    # uid per LLMService the watch saw deleted: a pass in flight writes nothing more for it
+    _deleted: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self._locks.setdefault((namespace, name), asyncio.Lock())
 
+    def deleted(self, namespace: str, name: str, uid: str) -> None:
+        """The watch saw the LLMService go. A pass holding its lock stops before its next
+        write; its per-LLMService state goes now if none does."""
+        self._deleted[(namespace, name)] = uid
+        lock = self._locks.get((namespace, name))
+        if lock is None or not lock.locked():
+            self.forget(namespace, name)
+
     def forget(self, namespace: str, name: str) -> None:
+        self._deleted.pop((namespace, name), None)
         self._locks.pop((namespace, name), None)
         self._verified.pop((namespace, name), None)
         self._pruned.pop((namespace, name), None)
@@ -204,6 +223,17 @@ class Reconciler:
         """
         meta = body.get("metadata", {})
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        try:
+            return await self._locked(namespace, name, logger)
+        except Gone:
+            self.metrics.reconciles.labels("gone").inc()
+            logger.info("%s/%s was deleted during its reconcile: nothing applied", namespace, name)
+            self.forget(namespace, name)
+            return None
+
+    async def _locked(
+        self, namespace: str, name: str, logger: logging.Logger | logging.LoggerAdapter[Any]
+    ) -> dict[str, Any] | None:
         async with self.lock(namespace, name):
             started = time.perf_counter()
             fresh: Mapping[str, Any] | None = None
@@ -224,6 +254,8 @@ class Reconciler:
                 if failures >= REPORT_AFTER_FAILURES and fresh is not None:
                     await self._report_retrying(fresh, error, delay, logger)
                 raise kopf.TemporaryError(redact(str(error), fresh), delay=delay) from error
+            except Gone:
+                raise  # reconcile() counts it
             except Exception:
                 self.metrics.reconciles.labels("error").inc()  # a bug: kopf retries it
                 raise
@@ -338,6 +370,9 @@ class Reconciler:
         state = await self._desired(inputs)
         planned = planned_condition(state.plan)
         owned = await self._preconditions(body, inputs, state.manifests, planned)
+        # Planning and the dry-run take time: a delete meanwhile must not be undone by
+        # children re-created for an owner that is gone.
+        await self._still_there(body)
         applied = await self._write(body, owned, corrected)
         logger.debug("applied %d manifests for %s/%s", len(applied), namespace, name)
         observed = _observe(applied, generation, planned, state.plan, namespace)
@@ -442,6 +477,7 @@ class Reconciler:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         applied: list[dict[str, Any]] = []
         for manifest in owned:
+            self._check_deleted(body)
             key = (manifest["kind"], namespace, manifest["metadata"]["name"])
             before = self.written.get(key)
             result = await self.kube.apply(manifest)
@@ -470,6 +506,24 @@ class Reconciler:
             corrected.append(f"{deleted} (deleted: no longer rendered)")
         self._pruned[(namespace, name)] = int(meta.get("generation") or 0)
         return retained_note(pruned.retained, body.get("status") or {})
+
+    async def _still_there(self, body: Mapping[str, Any]) -> None:
+        """Gone unless the LLMService of this pass (by uid) still exists, undeleted."""
+        meta = body["metadata"]
+        self._check_deleted(body)
+        fresh = await self.kube.get(API_VERSION, KIND, meta["namespace"], meta["name"])
+        fresh_meta = (fresh or {}).get("metadata") or {}
+        if (
+            fresh is None
+            or fresh_meta.get("deletionTimestamp")
+            or fresh_meta.get("uid") != meta["uid"]
+        ):
+            raise Gone()
+
+    def _check_deleted(self, body: Mapping[str, Any]) -> None:
+        meta = body["metadata"]
+        if self._deleted.get((meta["namespace"], meta["name"])) == meta["uid"]:
+            raise Gone()
 
     async def _model_config(
         self, ref: tuple[str, str] | None, namespace: str
