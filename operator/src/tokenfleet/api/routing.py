@@ -17,6 +17,12 @@ from pydantic import Field
 from tokenfleet.api.base import Rule, SpecModel
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# The Gateway API's own types for a parentRef (kubernetes-sigs/gateway-api v1.6.1,
+# apis/v1/shared_types.go: Namespace, SectionName; the HTTPRoute CRD's parentRefs carry
+# them, and tests/unit/api checks these against tests/data/httproute-v1.crd.yaml), so a
+# bad value is refused at kubectl apply, not at the HTTPRoute's apply.
+GATEWAY_NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+SECTION_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 # autoscaling.minReplicas: 0 with nothing in front of the engines would leave clients
 # with connection errors until someone scales up by hand: only the picker holds requests.
@@ -33,9 +39,13 @@ class GatewayRef(SpecModel):
 
     name: str = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)
     """Gateway name."""
-    namespace: str | None = Field(default=None, min_length=1, max_length=63)
+    namespace: str | None = Field(
+        default=None, min_length=1, max_length=63, pattern=GATEWAY_NAMESPACE
+    )
     """Gateway namespace. Default: the LLMService's (the Gateway must allow routes from it)."""
-    section_name: str | None = Field(default=None, min_length=1, max_length=253)
+    section_name: str | None = Field(
+        default=None, min_length=1, max_length=253, pattern=SECTION_NAME
+    )
     """Listener of the Gateway to attach to. Default: every listener that allows the route."""
 
 
