@@ -417,8 +417,10 @@ class Autoscalers:
     async def _run(
         self, key: tuple[str, str], interval: float, me: asyncio.Task[Any] | None
     ) -> None:
+        loop = asyncio.get_running_loop()
         while self._tasks.get(key) is me:
             delay = interval
+            started = loop.time()
             try:
                 await self.tick(*key)
             except asyncio.CancelledError:
@@ -431,13 +433,14 @@ class Autoscalers:
                 delay = max(interval, ERROR_BACKOFF_SECONDS)
             if self._tasks.get(key) is not me:
                 return
+            pause = until_next_tick(started, loop.time(), delay / self.options.time_scale)
             wake = self._waiting.get(key)
             if wake is None:
-                await asyncio.sleep(delay / self.options.time_scale)
+                await asyncio.sleep(pause)
                 continue
             wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), delay / self.options.time_scale)
+                await asyncio.wait_for(wake.wait(), pause)
 
     # --- one decision ------------------------------------------------------------------
 
@@ -705,6 +708,13 @@ class Autoscalers:
         for metric, extra in series:
             with contextlib.suppress(KeyError):  # never recorded for this LLMService
                 metric.remove(namespace, name, *extra)
+
+
+def until_next_tick(started: float, now: float, period: float) -> float:
+    """Seconds to wait so ticks start every `period` (a fixed schedule): the tick's own
+    time counts, so a 5 s interval ticks every 5 s, not every 5 s plus the tick. A tick
+    longer than its period is followed at once, never by a burst of missed ones."""
+    return max(0.0, started + period - now)
 
 
 def _with_predicted(history: History, predicted: float) -> History:
