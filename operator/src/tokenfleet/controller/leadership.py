@@ -175,6 +175,11 @@ class Leadership:
         if active == self.active:
             return
         self.active = active
+        for hook in self._on_resume if active else self._on_pause:
+            result = hook()
+            if result is not None:
+                await result
+        # Logged once the hooks ran: after "pausing", no pass of this replica is in flight.
         log.info(
             "%s: %s",
             "resuming the autoscalers, resync and drift correction"
@@ -182,10 +187,6 @@ class Leadership:
             else "pausing the autoscalers, resync and drift correction",
             self.reason,
         )
-        for hook in self._on_resume if active else self._on_pause:
-            result = hook()
-            if result is not None:
-                await result
 
     async def run(self) -> None:
         while True:
