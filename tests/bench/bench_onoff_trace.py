@@ -31,7 +31,7 @@ from onoff_trace import onoff_trace, shrinking_trace
 TRACES = {"onoff": onoff_trace, "shrinking": shrinking_trace}
 SETUPS = {
     "l40s, TTFT 500 ms": SimOptions(),
-    "h100-sxm, TTFT 1 s": SimOptions(gpu="h100-sxm", ttft_ms=1000.0),
+    "h100-sxm, TTFT 1 s": SimOptions.of(gpu="h100-sxm", ttft_ms=1000.0),
 }
 
 

@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--starts", type=int, nargs="+", default=[1, 2, 4, 8, 12])
     parser.add_argument("--fixed", type=int, nargs="+", default=[12, 14, 16, 18])
     args = parser.parse_args()
-    setup = prepare(trace_of(args.trace), SimOptions(gpu=args.gpu, ttft_ms=args.ttft_slo_ms))
+    setup = prepare(trace_of(args.trace), SimOptions.of(gpu=args.gpu, ttft_ms=args.ttft_slo_ms))
     points = frontier(setup)
     statics = {n: run_policy(setup, Static(n)) for n in args.fixed}
     print(f"{args.trace}, {args.gpu}, TTFT {args.ttft_slo_ms:g} ms: {setup.trace.name}")

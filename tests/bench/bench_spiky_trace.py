@@ -23,7 +23,7 @@ from onoff_trace import spiky_trace
 
 def main() -> None:
     for seed in (0, 1, 2):
-        setup = prepare(spiky_trace(seed), SimOptions(gpu="h100-sxm", ttft_ms=1000.0))
+        setup = prepare(spiky_trace(seed), SimOptions.of(gpu="h100-sxm", ttft_ms=1000.0))
         runs = {
             "ours": run_policy(setup, make_autoscaler("tokenfleet", setup)),
             "oracle": run_policy(setup, make_autoscaler("oracle", setup)),

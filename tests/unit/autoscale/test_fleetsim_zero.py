@@ -31,7 +31,7 @@ def gap_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_zero_in_the_gap_and_back_for_the_second_burst(gap_csv: Path) -> None:
-    options = SimOptions(min_replicas=0, scale_to_zero_after=300, cold_start=120)
+    options = SimOptions.of(min_replicas=0, scale_to_zero_after=300, cold_start=120)
     setup = prepare(load_csv(gap_csv), options)
     assert setup.spec.routing.enabled and setup.spec.autoscaling.min_replicas == 0
     result = run_policy(setup, make_autoscaler("tokenfleet", setup))

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # a whole-trace replay: the unit-slow tier
 
 
 def test_spikes_that_break_the_slo_within_its_budget_keep_a_second_replica() -> None:
-    setup = prepare(spiky_trace(2), SimOptions(gpu="h100-sxm", ttft_ms=1000.0))
+    setup = prepare(spiky_trace(2), SimOptions.of(gpu="h100-sxm", ttft_ms=1000.0))
     ours = make_autoscaler("tokenfleet", setup)
     result = run_policy(setup, ours)
     one, two = run_policy(setup, Static(1)), run_policy(setup, Static(2))

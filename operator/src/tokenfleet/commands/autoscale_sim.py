@@ -5,7 +5,6 @@ provision and the oracle. Offline and deterministic: the same options give the s
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from typing import Any
@@ -66,12 +65,14 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         default="all",
         help="tokenfleet | keda | hpa | static | reactive | hold | oracle | all, or a comma list",
     )
-    p.add_argument("--model", default="meta-llama/Llama-3.1-8B", help="catalog id")
-    p.add_argument("--gpu", default="l40s", help="GPU type (tokenfleet gpus)")
-    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm")
-    p.add_argument("--max-model-len", type=int, default=8192)
-    p.add_argument("--ttft-slo-ms", type=float, default=DEFAULT_TTFT_SLO_MS)
-    p.add_argument("--tpot-slo-ms", type=float, default=DEFAULT_TPOT_SLO_MS)
+    # The flags that say what an LLMService says default to None: a flag not given leaves
+    # the replayed resource's value (-f) or the default LLMService's (fleetsim.run).
+    p.add_argument("--model", help="catalog id (default: meta-llama/Llama-3.1-8B)")
+    p.add_argument("--gpu", help="GPU type (tokenfleet gpus; default: l40s)")
+    p.add_argument("--engine", choices=("vllm", "sglang"), help="default: vllm")
+    p.add_argument("--max-model-len", type=int, help="default: 8192")
+    p.add_argument("--ttft-slo-ms", type=float, help=f"default: {DEFAULT_TTFT_SLO_MS:g}")
+    p.add_argument("--tpot-slo-ms", type=float, help=f"default: {DEFAULT_TPOT_SLO_MS:g}")
     p.add_argument(
         "--cold-start", type=float, default=120.0, help="seconds until a new replica serves"
     )
@@ -84,14 +85,13 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument(
         "--min-replicas",
         type=int,
-        default=1,
-        help="0: routed through the endpoint picker, which holds requests at zero replicas",
+        help="default 1; 0: routed through the endpoint picker, which holds requests at zero "
+        "replicas",
     )
     p.add_argument(
         "--scale-to-zero-after",
         type=int,
-        default=600,
-        help="with --min-replicas 0: idle seconds before the last replica goes",
+        help="with --min-replicas 0: idle seconds before the last replica goes (default 600)",
     )
     p.add_argument("--max-replicas", type=int, help="default: twice the static peak provision")
     p.add_argument("--target-utilization", type=float, help="default: the operator's (0.8)")
@@ -138,19 +138,49 @@ def _policies(value: str) -> tuple[str, ...]:
     return names
 
 
-def _layout(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """(PlanRequest, spec.autoscaling, SimOptions overrides): from -f, or from the layout
-    flags through the plan command's own request_from_args (its checks included)."""
+# The flags that set a field of the replayed LLMService (fleetsim.run.with_flags' names).
+SPEC_FLAGS = {
+    "model": "model",
+    "gpu": "gpu",
+    "engine": "engine",
+    "max_model_len": "max_model_len",
+    "ttft_slo_ms": "ttft_ms",
+    "tpot_slo_ms": "tpot_ms",
+    "min_replicas": "min_replicas",
+    "max_replicas": "max_replicas",
+    "scale_to_zero_after": "scale_to_zero_after",
+    "target_utilization": "target_utilization",
+}
+# With -f these are the resource's: its plan is the layout replayed.
+RESOURCE_ONLY = ("model", "gpu", "engine", "max_model_len")
+
+
+def _replayed(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(PlanRequest, LLMServiceSpec) replayed: the resource's (-f) or the default LLMService,
+    each updated with the flags given; the layout from -f or from the layout flags through
+    the plan command's own request_from_args (its checks included)."""
+    from tokenfleet.autoscale.fleetsim.run import default_spec, with_flags
+
+    flags = {SPEC_FLAGS[k]: v for k, v in vars(args).items() if k in SPEC_FLAGS and v is not None}
     if args.filename:
-        return _from_service(args.filename)
+        for name in RESOURCE_ONLY:
+            if name in flags:
+                flag = "--" + name.replace("_", "-")
+                raise PlanError(
+                    flag, flags[name], "is the LLMService's with -f", f"drop {flag} or -f"
+                )
+        request, spec = _from_service(args.filename)
+        return request, with_flags(spec, **flags)
+    spec = with_flags(default_spec(), **flags)
     from tokenfleet.commands.plan import request_from_args
 
-    defaults = vars(_plan_parser().parse_args(["--model", args.model, "--gpu", args.gpu]))
-    merged = {**defaults, **{k: v for k, v in vars(args).items() if k in defaults}}
-    return request_from_args(argparse.Namespace(**merged)), {}, {}
+    defaults = vars(_plan_parser().parse_args(["--model", spec.model.id, "--gpu", spec.gpu.type]))
+    given = {k: v for k, v in vars(args).items() if k in defaults and v is not None}
+    merged = {**defaults, **given, "engine": spec.engine.kind}
+    return request_from_args(argparse.Namespace(**merged)), spec
 
 
-def _from_service(path: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+def _from_service(path: str) -> tuple[Any, Any]:
     from tokenfleet.commands.render import load_documents, render_documents
 
     try:
@@ -161,78 +191,75 @@ def _from_service(path: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     rendered = render_documents(documents, path)
     if not rendered:
         raise PlanError("--filename", path, "has no LLMService", "give an LLMService YAML")
-    service, p = rendered[0].service, rendered[0].plan
-    spec = service.spec
+    spec, p = rendered[0].service.spec, rendered[0].plan
     if p.request is None:  # plan_service always keeps its request; a bug otherwise
         raise RuntimeError(f"{path}: the plan lost its request")
-    request = pin_layout(p.request, p)
-    auto = spec.autoscaling.model_dump(by_alias=True, exclude_none=True)
-    for key in ("enabled", "minReplicas", "maxReplicas", "prometheus"):
-        auto.pop(key, None)
-    overrides: dict[str, Any] = {
-        "model": spec.model.id,
-        "gpu": spec.gpu.type,
-        "engine": p.engine,
-        "max_model_len": p.max_model_len,
-        "ttft_ms": spec.slo.ttft_ms,
-        "tpot_ms": spec.slo.tpot_ms,
-        "attainment": spec.slo.attainment,
-        "quantile": spec.slo.quantile,
-        "min_replicas": spec.autoscaling.min_replicas,
-        "max_replicas": spec.autoscaling.max_replicas,
-        "target_utilization": spec.autoscaling.target_utilization,
-    }
-    return request, auto, overrides
+    # The context replayed is the one its plan serves (the spec may leave it to the plan).
+    workload = spec.workload.model_copy(update={"max_model_len": p.max_model_len})
+    return pin_layout(p.request, p), spec.model_copy(update={"workload": workload})
 
 
-def run(args: argparse.Namespace) -> int:
-    from tokenfleet.autoscale.fleetsim import report
-    from tokenfleet.autoscale.fleetsim.frontier import frontier
-    from tokenfleet.autoscale.fleetsim.run import SimOptions, run_routings
-    from tokenfleet.autoscale.fleetsim.run import run as simulate
-    from tokenfleet.autoscale.fleetsim.traces import load
+def options(args: argparse.Namespace) -> Any:
+    """The replay's SimOptions: the LLMService replayed (the resource's with -f, else the
+    default one), each spec flag given replacing its field, and the replay's own flags."""
+    from pydantic import ValidationError
 
-    if args.min_replicas < 0:
-        raise PlanError("--min-replicas", args.min_replicas, "must be 0 or more", "pass 0 or 1")
+    from tokenfleet.api.parse import spec_error
+    from tokenfleet.api.spec import LLMServiceSpec
+    from tokenfleet.autoscale.fleetsim.run import SimOptions
+
     for flag in ("max_replicas", "max_model_len"):
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise PlanError(
                 "--" + flag.replace("_", "-"), value, "must be at least 1", "pass 1 or more"
             )
-    if args.max_replicas is not None and args.max_replicas < args.min_replicas:
+    request, spec = _replayed(args)
+    auto = spec.autoscaling
+    if args.max_replicas is not None and auto.max_replicas < auto.min_replicas:
         raise PlanError("--max-replicas", args.max_replicas, "is below --min-replicas", "raise it")
+    # The flags went in by model_copy, which does not validate: check the result once
+    # against the API's bounds (minReplicas >= 0, targetUtilization in (0, 1], ...).
+    try:
+        LLMServiceSpec.model_validate(
+            spec.model_dump(by_alias=True, exclude_none=True)
+            | {"routing": {"enabled": True}}  # the replay puts the picker in front at zero
+        )
+    except ValidationError as error:
+        raise spec_error(error) from None
+    return SimOptions(
+        spec,
+        cold_start=args.cold_start,
+        capacity_error=args.capacity_error,
+        # The flags' default is twice the static peak; a resource's maxReplicas is its own.
+        peak_max_replicas=args.max_replicas is None and not args.filename,
+        seed=args.seed,
+        strict=args.strict,
+        routing="affinity" if args.routing == "compare" else args.routing,
+        request=request,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from tokenfleet.autoscale.fleetsim import report
+    from tokenfleet.autoscale.fleetsim.frontier import frontier
+    from tokenfleet.autoscale.fleetsim.run import run as simulate
+    from tokenfleet.autoscale.fleetsim.run import run_routings
+    from tokenfleet.autoscale.fleetsim.traces import load
+
+    if args.min_replicas is not None and args.min_replicas < 0:
+        raise PlanError("--min-replicas", args.min_replicas, "must be 0 or more", "pass 0 or 1")
     if args.target_utilization is not None and not 0 < args.target_utilization <= 1:
         raise PlanError(
             "--target-utilization", args.target_utilization, "must be in (0, 1]", "pass e.g. 0.8"
         )
     if args.plot:
         check_output_file("--plot", args.plot, ".png")
-    request, autoscaling, overrides = _layout(args)
-    options = SimOptions(
-        model=args.model,
-        gpu=args.gpu,
-        engine=args.engine,
-        max_model_len=args.max_model_len,
-        ttft_ms=args.ttft_slo_ms,
-        tpot_ms=args.tpot_slo_ms,
-        cold_start=args.cold_start,
-        capacity_error=args.capacity_error,
-        min_replicas=args.min_replicas,
-        scale_to_zero_after=args.scale_to_zero_after,
-        max_replicas=args.max_replicas,
-        target_utilization=args.target_utilization,
-        seed=args.seed,
-        strict=args.strict,
-        routing="affinity" if args.routing == "compare" else args.routing,
-        request=request,
-        autoscaling=autoscaling,
-    )
-    options = dataclasses.replace(options, **overrides)
+    replay = options(args)
     trace = load(args.trace, args.seed, args.strict)
     policies = _policies(args.policy)
-    setup, results = simulate(trace, options, policies)
-    by_routing = {options.routing: results}
+    setup, results = simulate(trace, replay, policies)
+    by_routing = {replay.routing: results}
     if args.routing == "compare":
         by_routing.update(run_routings(setup, policies, ("round-robin",)))
     points = frontier(setup) if args.frontier else ()

@@ -59,30 +59,133 @@ REACHABLE_PROBE_REQUESTS = 1000  # a light-load probe of this many requests chec
 MAX_REPLICAS_LIMIT = 1000  # api/autoscaling.py: autoscaling.maxReplicas le=1000
 
 
+DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
+DEFAULT_GPU = "l40s"
+DEFAULT_MAX_MODEL_LEN = 8192
+
+
+def default_spec() -> LLMServiceSpec:
+    """The LLMService replayed when none is given: Llama-3.1-8B on an L40S, the operator's
+    SLO and autoscaling defaults, deciding at the 15 s scrape cadence."""
+    return LLMServiceSpec.model_validate(
+        {
+            "model": {"id": DEFAULT_MODEL},
+            "gpu": {"type": DEFAULT_GPU},
+            "workload": {"maxModelLen": DEFAULT_MAX_MODEL_LEN},
+            "autoscaling": {"enabled": True, "intervalSeconds": 15},
+        }
+    )
+
+
+def with_flags(
+    spec: LLMServiceSpec,
+    *,
+    model: str | None = None,
+    gpu: str | None = None,
+    engine: str | None = None,
+    max_model_len: int | None = None,
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
+    min_replicas: int | None = None,
+    max_replicas: int | None = None,
+    scale_to_zero_after: int | None = None,
+    target_utilization: float | None = None,
+) -> LLMServiceSpec:
+    """`spec` with each flag that was given (not None) in its field, by model_copy: a flag
+    left at None keeps what the spec says (a replayed LLMService's, or the defaults)."""
+    given: dict[str, dict[str, Any]] = {
+        "model": {"id": model},
+        "gpu": {"type": gpu},
+        "engine": {"kind": engine},
+        "workload": {"max_model_len": max_model_len},
+        "slo": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms},
+        "autoscaling": {
+            "min_replicas": min_replicas,
+            "max_replicas": max_replicas,
+            "scale_to_zero_after_seconds": scale_to_zero_after,
+            "target_utilization": target_utilization,
+        },
+    }
+    update: dict[str, Any] = {}
+    for section, fields in given.items():
+        values = {name: value for name, value in fields.items() if value is not None}
+        if values:
+            update[section] = getattr(spec, section).model_copy(update=values)
+    return spec.model_copy(update=update)
+
+
 @dataclass(frozen=True)
 class SimOptions:
-    model: str = "meta-llama/Llama-3.1-8B"
-    gpu: str = "l40s"
-    engine: str = "vllm"
-    max_model_len: int = 8192
-    ttft_ms: float = 500.0
-    tpot_ms: float = 50.0
-    attainment: float = 0.99
-    quantile: float = 0.95
+    spec: LLMServiceSpec = field(default_factory=default_spec)
+    """The LLMService replayed: model, GPU, engine, max-model-len, SLO and autoscaling (the
+    flags' or a resource's, with_flags). prepare() sets its request lengths from the trace."""
     cold_start: float = 120.0  # reference/autoscaling.md: 1-5 min for 7-70B models
     capacity_error: float = 1.0
-    min_replicas: int = 1  # 0: routed through the endpoint picker (autoscale/zero.py)
-    scale_to_zero_after: int = 600
-    max_replicas: int | None = None  # default: twice the static peak provision
-    target_utilization: float | None = None  # default: the operator's (spec.autoscaling)
+    peak_max_replicas: bool = True
+    """maxReplicas twice the static peak provision (the flags' default); False: the spec's."""
     seed: int = 0
     strict: bool = False  # refuse a trace with rows the model cannot serve, instead of dropping
     routing: str = "load"  # fleetsim.fleet.ROUTINGS: the router in front of the replicas
     request: PlanRequest | None = None
     """The layout to replay (the plan flags, or an LLMService's): None plans model + gpu +
     engine as the planner would. Its lengths and SLO are replaced by the trace's and ours."""
-    autoscaling: dict[str, Any] = field(default_factory=dict)
-    """spec.autoscaling of a replayed LLMService (windows, steps, targetUtilization)."""
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        cold_start: float = 120.0,
+        capacity_error: float = 1.0,
+        seed: int = 0,
+        request: PlanRequest | None = None,
+        **flags: Any,
+    ) -> SimOptions:
+        """The default LLMService with the given flags (with_flags' names)."""
+        return cls(
+            with_flags(default_spec(), **flags),
+            cold_start=cold_start,
+            capacity_error=capacity_error,
+            peak_max_replicas=flags.get("max_replicas") is None,
+            seed=seed,
+            request=request,
+        )
+
+    # The spec's fields the replay reads, by the flags' names.
+    @property
+    def model(self) -> str:
+        return self.spec.model.id
+
+    @property
+    def gpu(self) -> str:
+        return self.spec.gpu.type
+
+    @property
+    def engine(self) -> str:
+        return self.spec.engine.kind
+
+    @property
+    def max_model_len(self) -> int:
+        return self.spec.workload.max_model_len or DEFAULT_MAX_MODEL_LEN
+
+    @property
+    def ttft_ms(self) -> float:
+        return self.spec.slo.ttft_ms
+
+    @property
+    def tpot_ms(self) -> float:
+        return self.spec.slo.tpot_ms
+
+    @property
+    def attainment(self) -> float:
+        return self.spec.slo.attainment
+
+    @property
+    def quantile(self) -> float:
+        return self.spec.slo.quantile
+
+    @property
+    def min_replicas(self) -> int:
+        return self.spec.autoscaling.min_replicas
 
 
 @dataclass(frozen=True)
@@ -224,48 +327,18 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
     need = tuple(
         needed_replicas(trace.rate_per_bucket(ORACLE_BUCKET_S), measured, options.min_replicas)
     )
-    hi = options.max_replicas or max(2 * max(need), options.min_replicas)
+    hi = (
+        max(2 * max(need), options.min_replicas)
+        if options.peak_max_replicas
+        else options.spec.autoscaling.max_replicas
+    )
     if hi > MAX_REPLICAS_LIMIT:
         notes.append(
             f"maxReplicas {hi} (twice the static peak) clamped to the API's limit "
             f"{MAX_REPLICAS_LIMIT}; pass --max-replicas to choose"
         )
         hi = MAX_REPLICAS_LIMIT
-    spec = LLMServiceSpec.model_validate(
-        {
-            "model": {"id": options.model},
-            "gpu": {"type": options.gpu},
-            "engine": {"kind": p.engine},
-            "workload": {
-                "maxModelLen": p.max_model_len,
-                "inputTokens": round(prompt),
-                "outputTokens": round(output),
-            },
-            "slo": {
-                "ttftMs": options.ttft_ms,
-                "tpotMs": options.tpot_ms,
-                "attainment": options.attainment,
-                "quantile": options.quantile,
-            },
-            # The operator's defaults (or the LLMService's), deciding at the 15 s scrape
-            # cadence unless the LLMService says otherwise.
-            "autoscaling": {
-                "intervalSeconds": 15,
-                **options.autoscaling,
-                "enabled": True,
-                "minReplicas": options.min_replicas,
-                "maxReplicas": hi,
-                "scaleToZeroAfterSeconds": options.scale_to_zero_after,
-                **(
-                    {"targetUtilization": options.target_utilization}
-                    if options.target_utilization
-                    else {}
-                ),
-            },
-            # minReplicas 0 needs the picker in front (it holds requests at zero).
-            "routing": {"enabled": options.min_replicas == 0},
-        }
-    )
+    spec = _replayed_spec(options.spec, p.engine, p.max_model_len, prompt, output, hi)
     return Setup(
         trace,
         options,
@@ -281,6 +354,38 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
         tuple(notes),
         mix_rate,
         MixFeed(goodput, tuple(bounds), p.max_model_len),
+    )
+
+
+def _replayed_spec(
+    spec: LLMServiceSpec,
+    engine: str,
+    max_model_len: int,
+    prompt: float,
+    output: float,
+    max_replicas: int,
+) -> LLMServiceSpec:
+    """The spec the replayed operator acts on: the given one, at the trace's mean lengths and
+    the planned engine and context, autoscaling on, and the endpoint picker in front exactly
+    when minReplicas is 0 (it holds requests at zero)."""
+    workload = spec.workload.model_copy(
+        update={
+            "max_model_len": max_model_len,
+            "input_tokens": round(prompt),
+            "output_tokens": round(output),
+        }
+    )
+    autoscaling = spec.autoscaling.model_copy(
+        update={"enabled": True, "max_replicas": max_replicas}
+    )
+    routing = spec.routing.model_copy(update={"enabled": spec.autoscaling.min_replicas == 0})
+    return spec.model_copy(
+        update={
+            "engine": spec.engine.model_copy(update={"kind": engine}),
+            "workload": workload,
+            "autoscaling": autoscaling,
+            "routing": routing,
+        }
     )
 
 
