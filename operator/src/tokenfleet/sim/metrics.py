@@ -16,6 +16,8 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from tokenfleet.capacity.engine_profiles import parse_version
+from tokenfleet.capacity.errors import PlanError
 from tokenfleet.engines import sglang, vllm
 from tokenfleet.scheduling.core import ScheduledStep, Scheduler, SimRequest, StepOutcome
 
@@ -61,13 +63,12 @@ class EngineMetrics(Protocol):
     def exposition(self) -> bytes: ...
 
 
-def parse_version(version: str | None) -> tuple[int, int]:
-    """ "0.10.2" -> (0, 10); None or unparsable -> the newest we know (vLLM 0.32)."""
+def _before(version: str | None, release: tuple[int, int, int]) -> bool:
+    """Whether `version` predates `release`; None or unparsable: the newest we know."""
     try:
-        major, minor = (version or "").split(".")[:2]
-        return int(major), int(minor)
-    except ValueError:
-        return (0, 32)
+        return version is not None and parse_version(version) < release
+    except PlanError:
+        return False
 
 
 class VllmMetrics:
@@ -77,7 +78,7 @@ class VllmMetrics:
     also published as `vllm:gpu_cache_usage_perc`. Other families stay 0.32's."""
 
     def __init__(self, model_name: str, max_model_len: int, version: str | None = None) -> None:
-        old = parse_version(version) < (0, 11)
+        old = _before(version, (0, 11, 0))
         self.registry = CollectorRegistry()
         r = self.registry
         names = ["model_name", "engine"]
