@@ -59,11 +59,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(f"tokenfleet.commands.{module_name}")
+        try:
+            module = importlib.import_module(f"tokenfleet.commands.{module_name}")
+        except ModuleNotFoundError as missing:
+            if not _tooling_missing(missing):
+                raise
+            # The operator image leaves the tooling out: the command is there and says so,
+            # whatever its arguments (no prefix character: every one is a plain word).
+            stub = sub.add_parser(name, help=help_text, add_help=False, prefix_chars="\0")
+            stub.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
+            stub.set_defaults(_module=None, _missing=missing.name)
+            continue
         command = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(command, name)
         command.set_defaults(_module=module)
     return parser
+
+
+def _tooling_missing(error: ModuleNotFoundError) -> bool:
+    """A module of the tooling (pyproject.toml's tooling-packages, its `tools` extra) that
+    this install lacks, as in the operator image."""
+    name = error.name or ""
+    return name == "aiohttp" or name.startswith(TOOLING_PACKAGES)
+
+
+# pyproject.toml [tool.tokenfleet] tooling-packages (tests/unit/setup checks they agree).
+TOOLING_PACKAGES = (
+    "tokenfleet.autoscale.fleetsim",
+    "tokenfleet.bench",
+    "tokenfleet.calibration",
+    "tokenfleet.localfleet",
+    "tokenfleet.sim",
+    "tokenfleet.testing",
+)
 
 
 # The options `tokenfleet` itself takes before a COMMAND; every other one belongs to a command.
@@ -90,11 +118,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     _check_top_level(parser, sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     try:
+        if args._module is None:
+            raise ModuleNotFoundError(name=args._missing)
         code = int(args._module.run(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe is seen here, not at exit
         return code
     except PlanError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as missing:
+        if not _tooling_missing(missing):
+            raise
+        print(
+            f"error: tokenfleet {args.command}: {missing.name} is not in this install (the "
+            "operator image carries the operator alone); pip install 'tokenfleet[tools]'",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         return 130
