@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 ROOT = Path(__file__).parent
 
@@ -34,7 +34,7 @@ def packages() -> dict[str, Any]:
     """setup() arguments: the packages under operator/src, less the tooling the operator
     never imports with TOKENFLEET_OPERATOR_ONLY=1 (the operator image). Here rather than in
     pyproject.toml, whose packages.find would take precedence over any filter."""
-    found = find_packages("operator/src")
+    found = find_namespace_packages("operator/src", include=["tokenfleet*"])
     if os.environ.get("TOKENFLEET_OPERATOR_ONLY") == "1":
         tooling = tuple(_config()["tooling-packages"])
         found = [p for p in found if not any(p == t or p.startswith(t + ".") for t in tooling)]
