@@ -22,17 +22,11 @@ from typing import Any
 
 import kopf
 
+from tokenfleet.api import GROUP, PLURAL, VERSION
 from tokenfleet.controller.autoscaler import AutoscalerOptions, Autoscalers
 from tokenfleet.controller.kube import PLURALS, ApiError, KubeClient
 from tokenfleet.controller.leadership import Leadership
-from tokenfleet.controller.reconcile import (
-    GROUP,
-    INSTANCE_LABEL,
-    MANAGED_BY,
-    PLURAL,
-    VERSION,
-    Reconciler,
-)
+from tokenfleet.controller.reconcile import INSTANCE_LABEL, MANAGED_BY, Reconciler
 
 # (group/version, plural) of every kind render may produce; kopf skips the absent ones.
 OWNED_RESOURCES = (

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import kopf
 
-from tokenfleet.api import LLMService, PlanStatus, parse_llmservice, plan_service
+from tokenfleet.api import API_VERSION, KIND, LLMService, PlanStatus, parse_llmservice, plan_service
 from tokenfleet.capacity.types import Plan
 from tokenfleet.controller import ownership
 from tokenfleet.controller import status as st
@@ -43,8 +43,6 @@ from tokenfleet.render.desired import (
 )
 from tokenfleet.render.routing import DEFAULT_PICKER_ROLE
 
-GROUP, VERSION, PLURAL, KIND = "tokenfleet.dev", "v1alpha1", "llmservices", "LLMService"
-API_VERSION = f"{GROUP}/{VERSION}"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "tokenfleet"}
 INSTANCE_LABEL = "tokenfleet.dev/llmservice"
 LWS_API, LWS_PLURAL = "leaderworkerset.x-k8s.io/v1", "leaderworkersets"

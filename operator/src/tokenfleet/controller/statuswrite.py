@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tokenfleet.api import API_VERSION, KIND
 from tokenfleet.controller.kube import ApiError, KubeClient
 
-API_VERSION, KIND = "tokenfleet.dev/v1alpha1", "LLMService"
 # Conflicts in a row before giving up: two writers per LLMService, each writing at most a
 # few times a minute, collide rarely; five tries absorb a burst (kopf annotations, a user's
 # `kubectl scale`) and a persistent conflict is returned as a transient error.

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenfleet.api.spec import API_VERSION, PLURAL
 from tokenfleet.bench.dataset import DatasetSpec
 from tokenfleet.localfleet.emulated import EmulatedApi
 from tokenfleet.localfleet.kubelet import DEFAULT_COLD_START_S, Kubelet
@@ -27,7 +28,7 @@ from tokenfleet.localfleet.load import LoadGenerator
 from tokenfleet.localfleet.operator import OperatorProcess
 from tokenfleet.localfleet.prometheus import LocalPrometheus
 
-LLMSERVICES = "tokenfleet.dev/v1alpha1/llmservices"
+LLMSERVICES = f"{API_VERSION}/{PLURAL}"
 # Prometheus scrapes every 10 simulated seconds (the PodMonitor renders 15 s; a little
 # faster keeps a 1-minute rate window at 6+ samples), and never below 0.25 wall seconds.
 SCRAPE_INTERVAL_SIM_S = 10.0
