@@ -83,7 +83,7 @@ def _tooling_missing(error: ModuleNotFoundError) -> bool:
     return name == "aiohttp" or name.startswith(TOOLING_PACKAGES)
 
 
-# pyproject.toml [tool.tokenfleet] tooling-packages (tests/unit/setup checks they agree).
+# pyproject.toml [tool.tokenfleet] tooling-packages (a unit test checks they agree).
 TOOLING_PACKAGES = (
     "tokenfleet.autoscale.fleetsim",
     "tokenfleet.bench",
