@@ -21,9 +21,9 @@ from collections.abc import Iterator
 
 import httpx
 
+from tokenfleet.bench.aggregate import aggregate
 from tokenfleet.bench.client import BenchConfig, run_benchmark
 from tokenfleet.bench.dataset import DatasetSpec
-from tokenfleet.bench.metrics import aggregate
 
 # A streaming OpenAI endpoint with no delays: every token chunk, usage, [DONE] in one write.
 TRIVIAL_SERVER = r"""

@@ -27,9 +27,9 @@ from prometheus import Prometheus, running_prometheus
 from prometheus_client.utils import floatToGoString
 from test_bench_sim import SimProcess, running_sim
 
+from tokenfleet.bench.aggregate import RequestOutput
 from tokenfleet.bench.client import BenchConfig, run_benchmark
 from tokenfleet.bench.dataset import DatasetSpec
-from tokenfleet.bench.metrics import RequestOutput
 
 pytestmark = pytest.mark.system
 

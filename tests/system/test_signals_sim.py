@@ -37,9 +37,9 @@ from tokenfleet.autoscale.prometheus import (
     StaleSample,
 )
 from tokenfleet.autoscale.signals import Observation, SignalsQuery, pod_load, read_signals
+from tokenfleet.bench.aggregate import RequestOutput, tpot_seconds
 from tokenfleet.bench.client import BenchConfig, run_benchmark
 from tokenfleet.bench.dataset import DatasetSpec
-from tokenfleet.bench.metrics import RequestOutput, tpot_seconds
 from tokenfleet.controller.prometheus_source import PrometheusSource
 from tokenfleet.engines import engine_info
 

@@ -17,7 +17,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from real_vllm import engines_python
 
-from tokenfleet.sim.metrics import SglangMetrics
+from tokenfleet.sim.exporter import SglangMetrics
 
 pytestmark = [pytest.mark.system, pytest.mark.engines]
 

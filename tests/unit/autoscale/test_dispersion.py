@@ -10,7 +10,7 @@ import pytest
 from policy_helpers import CAPACITY, fleet, signals, spec
 
 from tokenfleet.autoscale import dispersion
-from tokenfleet.autoscale.fleetsim import metrics
+from tokenfleet.autoscale.fleetsim import observed
 from tokenfleet.autoscale.policy import DEFAULTS, decide
 from tokenfleet.autoscale.types import CapacityEstimate, History, Signals
 
@@ -118,11 +118,11 @@ def test_fleetsim_reports_the_dispersion_of_first_tokens_once_the_window_is_full
         (i + (j + 0.5) / c) * width for i, c in enumerate(counts) for j in range(int(c))
     )
     now = dispersion.WINDOW_SECONDS
-    got = metrics.arrival_dispersion(arrivals, now)
+    got = observed.arrival_dispersion(arrivals, now)
     assert got is not None
     assert got == pytest.approx(dispersion.index_of_dispersion(counts))
     late = [a for a in arrivals if a > now / 2]
-    assert metrics.arrival_dispersion(late, now) is None  # half a window: not yet
+    assert observed.arrival_dispersion(late, now) is None  # half a window: not yet
 
 
 # -- the policy --------------------------------------------------------------------------------

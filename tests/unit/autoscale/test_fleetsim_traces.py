@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenfleet.autoscale.fleetsim.metrics import TTFT_BUCKETS, attainment, histogram_quantile
+from tokenfleet.autoscale.fleetsim.observed import TTFT_BUCKETS, attainment, histogram_quantile
 from tokenfleet.autoscale.fleetsim.traces import (
     BUILT_IN,
     arrival_cv,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenfleet.bench.metrics import (
+from tokenfleet.bench.aggregate import (
     RequestOutput,
     aggregate,
     distribution,

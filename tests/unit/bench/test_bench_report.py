@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tokenfleet.bench.metrics import RequestOutput, aggregate
+from tokenfleet.bench.aggregate import RequestOutput, aggregate
 from tokenfleet.bench.report import RunInfo, default_result_filename, format_report, result_json
 
 # Keys `vllm bench serve --save-result` writes for a generation benchmark (default metrics

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenfleet.autoscale.fleetsim import metrics as fleetsim_metrics
+from tokenfleet.autoscale.fleetsim import observed as fleetsim_metrics
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.engines import ENGINES, PROGRAMS, REGISTRY, engine, engine_info
 from tokenfleet.scheduling.core import ScheduledStep, SimRequest, StepOutcome
-from tokenfleet.sim.metrics import SglangMetrics, VllmMetrics
+from tokenfleet.sim.exporter import SglangMetrics, VllmMetrics
 
 
 def _exposition(kind: str) -> str:

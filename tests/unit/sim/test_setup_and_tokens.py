@@ -132,7 +132,7 @@ def test_vllm_metric_names_follow_the_engine_version(
 ) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from tokenfleet.sim.metrics import VllmMetrics
+    from tokenfleet.sim.exporter import VllmMetrics
 
     text = VllmMetrics("m", 1024, version).exposition().decode()
     names = {family.name for family in text_string_to_metric_families(text)}

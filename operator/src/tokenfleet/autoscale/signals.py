@@ -43,7 +43,7 @@ from tokenfleet.engines.types import MetricNames
 # usual rule of thumb so a window always holds at least two samples despite a missed scrape.
 DEFAULT_WINDOW_SECONDS = 60.0
 # The request mix (prompt lengths) changes slowly: read over 10 minutes, so a 1% tail is
-# more than the few requests of one minute (fleetsim.metrics.MIX_WINDOW_S, the same).
+# more than the few requests of one minute (fleetsim.observed.MIX_WINDOW_S, the same).
 MIX_WINDOW_SECONDS = 600.0
 # Two boundaries closer than this (relative) are the same number printed differently.
 BOUNDARY_TOLERANCE = 1e-9
@@ -178,7 +178,7 @@ def request_rate_query(names: MetricNames, sel: str, window_s: float) -> str:
 
 
 def arrival_dispersion_query(names: MetricNames, sel: str) -> str:
-    """dispersion.index_of_dispersion over Prometheus' counts, as fleetsim.metrics'
+    """dispersion.index_of_dispersion over Prometheus' counts, as fleetsim.observed'
     arrival_dispersion: first tokens (the TTFT histogram's count) per BIN_SECONDS,
     neighbours' squared difference over their sum, its median over WINDOW_SECONDS / the
     chi-square(1) median; nothing while fewer than MIN_BINS - 1 differences exist."""

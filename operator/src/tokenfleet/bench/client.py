@@ -28,9 +28,9 @@ from typing import Any
 import aiohttp
 import httpx
 
+from tokenfleet.bench.aggregate import RequestOutput
 from tokenfleet.bench.arrival import arrival_offsets, iter_arrivals
 from tokenfleet.bench.dataset import DatasetSpec, SampleRequest
-from tokenfleet.bench.metrics import RequestOutput
 from tokenfleet.bench.sse import SSEParser
 
 CHAT_ENDPOINT = "/v1/chat/completions"

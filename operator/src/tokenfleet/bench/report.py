@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tokenfleet.bench.metrics import BenchmarkMetrics, RequestOutput
+from tokenfleet.bench.aggregate import BenchmarkMetrics, RequestOutput
 
 SECTIONS: dict[str, tuple[str, str]] = {
     "ttft": ("TTFT", "Time to First Token"),

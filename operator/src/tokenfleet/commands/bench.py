@@ -164,14 +164,14 @@ def _headers(items: list[str] | None) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from tokenfleet.bench.client import BenchConfig, discover_model, run_benchmark
-    from tokenfleet.bench.dataset import dataset_spec
-    from tokenfleet.bench.metrics import (
+    from tokenfleet.bench.aggregate import (
         aggregate,
         parse_goodput,
         parse_metric_names,
         parse_percentiles,
     )
+    from tokenfleet.bench.client import BenchConfig, discover_model, run_benchmark
+    from tokenfleet.bench.dataset import dataset_spec
     from tokenfleet.bench.report import (
         RunInfo,
         default_result_filename,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from tokenfleet.bench.metrics import BenchmarkMetrics
+from tokenfleet.bench.aggregate import BenchmarkMetrics
 from tokenfleet.capacity.benchmark import BenchmarkRun
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.load import Procedure

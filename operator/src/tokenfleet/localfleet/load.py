@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from tokenfleet.bench.aggregate import RequestOutput, tpot_seconds
 from tokenfleet.bench.client import BenchConfig, make_client, request_body, send_one
 from tokenfleet.bench.dataset import DatasetSpec
-from tokenfleet.bench.metrics import RequestOutput, tpot_seconds
 
 # Requests in flight at most: beyond it arrivals are dropped and counted, so a fleet that
 # cannot keep up never turns the harness itself into the bottleneck.

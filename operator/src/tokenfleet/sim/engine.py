@@ -16,7 +16,7 @@ import logging
 from typing import Protocol
 
 from tokenfleet.scheduling.core import Scheduler, SimRequest
-from tokenfleet.sim.metrics import EngineMetrics
+from tokenfleet.sim.exporter import EngineMetrics
 
 log = logging.getLogger("tokenfleet.sim")
 

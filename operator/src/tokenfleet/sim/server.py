@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
 from tokenfleet.sim.engine import Clock, Handle, SimEngine
-from tokenfleet.sim.metrics import metrics_for
+from tokenfleet.sim.exporter import metrics_for
 from tokenfleet.sim.protocol import (
     CHAT_DEFAULT_MAX_TOKENS,
     ApiError,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tokenfleet.autoscale.attainability import LengthHistogram
-from tokenfleet.autoscale.fleetsim.metrics import MIX_WINDOW_S
+from tokenfleet.autoscale.fleetsim.observed import MIX_WINDOW_S
 from tokenfleet.autoscale.mix import drifted, mix_capacity
 
 

@@ -25,7 +25,7 @@ from tokenfleet.autoscale.attainability import (
     longest_prompt,
     targets,
 )
-from tokenfleet.autoscale.fleetsim import metrics
+from tokenfleet.autoscale.fleetsim import observed
 from tokenfleet.autoscale.fleetsim.fleet import Fleet, ReplicaShape
 from tokenfleet.autoscale.fleetsim.mixfeed import MixFeed
 from tokenfleet.autoscale.fleetsim.policies import (
@@ -49,7 +49,7 @@ from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, pla
 from tokenfleet.capacity.pinned import pin_layout
 from tokenfleet.engines import sglang
 from tokenfleet.scheduling.core import SchedulerConfig
-from tokenfleet.sim.metrics import request_token_buckets
+from tokenfleet.sim.exporter import request_token_buckets
 
 POLICIES = ("tokenfleet", "keda", "hpa", "static", "reactive", "hold", "oracle")
 ORACLE_BUCKET_S = 60.0  # the oracle and the static provision plan per minute of load
@@ -528,14 +528,14 @@ def run_policy(setup: Setup, autoscaler: Autoscaler, routing: str | None = None)
     routing = routing or o.routing
     fleet = Fleet(setup.shape, o.cold_start, o.seed, routing=routing)
     fleet.start(autoscaler.initial(), 0.0, warm=True)
-    window = metrics.Window([], [])
+    window = observed.Window([], [])
     requests = [FleetRequest(r.at, r.prompt, r.output, blocks=r.blocks) for r in trace.requests]
     # Each replay re-plans from its own observations: the feed keeps its last mix and
     # capacity, so a shared one would hand a policy what the previous replay saw.
     mix_feed = dataclasses.replace(setup.mix_feed) if setup.mix_feed is not None else None
     arrivals: list[float] = []
     timeline: list[TimelinePoint] = []
-    step = metrics.SCRAPE_INTERVAL_S
+    step = observed.SCRAPE_INTERVAL_S
     every = max(1, round(autoscaler.period / step))
     index, tick = 0, 1
     while tick * step <= trace.duration:
@@ -555,7 +555,7 @@ def run_policy(setup: Setup, autoscaler: Autoscaler, routing: str | None = None)
         window.outputs += [(r.finished_at or now, r.output) for r in done]
         window.prune(now)
         ready = fleet.ready(now)
-        signals = metrics.signals(
+        signals = observed.signals(
             window,
             now,
             quantile=o.quantile,
@@ -568,11 +568,11 @@ def run_policy(setup: Setup, autoscaler: Autoscaler, routing: str | None = None)
         )
         if o.min_replicas == 0:  # the picker's flow-control queue: requests held at zero
             signals = dataclasses.replace(signals, picker_queued=float(len(fleet.pending)))
-        recent = sum(1 for a in arrivals[-5000:] if a > now - metrics.RATE_WINDOW_S)
+        recent = sum(1 for a in arrivals[-5000:] if a > now - observed.RATE_WINDOW_S)
         timeline.append(
             TimelinePoint(
                 now,
-                recent / metrics.RATE_WINDOW_S,
+                recent / observed.RATE_WINDOW_S,
                 fleet.desired,
                 len(ready),
                 signals.ttft_quantile_seconds,
@@ -616,7 +616,7 @@ def run_policy(setup: Setup, autoscaler: Autoscaler, routing: str | None = None)
     )
 
 
-def observed_ceiling(setup: Setup, window: metrics.Window, now: float) -> Ceiling | None:
+def observed_ceiling(setup: Setup, window: observed.Window, now: float) -> Ceiling | None:
     """The ceiling the operator would estimate now: the prompt-length histogram of the last
     MIX_WINDOW_S in the engine's own buckets, and the plan's step model."""
     prompts = [p for at, p in window.prompts if at <= now]
