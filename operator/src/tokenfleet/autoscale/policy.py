@@ -267,7 +267,7 @@ def _size(
     """Steps 2-4: demand and its trend, the capacity learnt, the feed-forward."""
     scaling = spec.autoscaling
     rate = signals.request_rate or 0.0
-    demand, history = _demand(signals, history, now, params)
+    demand, arrivals, history = _demand(signals, history, now, params)
     headroom = _Headroom.of(spec, signals)
     capacity = _learn(spec, current, signals, history, a, demand, now, params, headroom)
     history = replace(_note_ready(history, current, now), capacity=capacity)
@@ -276,7 +276,9 @@ def _size(
     if headroom.excess_idc > 0:
         details["excessDispersion"] = round(headroom.excess_idc, 4)
     load = demand
-    slope, history = _trend(rate, history, now, params)
+    # The trend of arrivals, not of finishes: a saturated fleet's finish rate stays flat
+    # while the load climbs, which is when the forecast is needed most.
+    slope, history = _trend(arrivals, history, now, params)
     if slope > 0:
         # Replicas ordered now serve only after a cold start: size for the load then
         # (Dynamo's planner forecasts the next interval; a linear trend is its simplest).
@@ -523,27 +525,51 @@ def _feed_forward(history: History, mix_capacity: float | None) -> History:
     return replace(history, capacity=CapacityEstimate(mix_capacity, observed))
 
 
+def _in_flight(s: Signals) -> float | None:
+    """Requests arrived and not finished: running and waiting in the engines, and held at
+    the endpoint picker (spec.routing), which the engines have not seen yet."""
+    if s.running_per_replica is None or s.waiting_per_replica is None:
+        return None
+    engines = (s.running_per_replica + s.waiting_per_replica) * s.reporting_replicas
+    return engines + (s.picker_queued or 0.0)
+
+
 def _demand(
     s: Signals, history: History, now: float, params: PolicyParams
-) -> tuple[float, History]:
-    """Arrivals per second: finished requests per second plus the change of the requests in
-    flight. A saturated fleet finishes only what it can, so the finish rate alone hides
-    the load that queues (Knative sizes from observed concurrency for the same reason)."""
+) -> tuple[float, float, History]:
+    """Arrivals per second, now and over the signals' window. A saturated fleet finishes
+    only what it can, so the finish rate alone hides the load that queues (Knative sizes
+    from observed concurrency for the same reason).
+
+    Now (the feed-forward): finished req/s plus the growth of the requests in flight
+    (engines and picker) since the last decision, so a queue building up is seen at once.
+    Over the window (the trend): finished req/s plus the growth of the waiting requests
+    (engines' queues and the picker's) since the decision one rate window ago, the finish
+    rate's own time base, so it rises with the load even while a saturated fleet's finish
+    rate stays flat; the finish rate alone until such a decision exists. Only the queue:
+    requests running track the load they serve (Little's law) and need no forecast."""
     rate = s.request_rate or 0.0
-    if s.running_per_replica is None or s.waiting_per_replica is None:
-        return rate, replace(history, last_in_flight=None)
-    in_flight = (s.running_per_replica + s.waiting_per_replica) * s.reporting_replicas
+    in_flight = _in_flight(s)
+    if in_flight is None:
+        return rate, rate, replace(history, last_in_flight=None, queued=())
     demand = rate
     last = history.last_in_flight
     if last is not None and 0 < now - last[0] <= params.stale_after_seconds:
         demand = max(0.0, rate + (in_flight - last[1]) / (now - last[0]))
-    return demand, replace(history, last_in_flight=(now, in_flight))
+    window = params.learn_settle_seconds
+    queued = (s.waiting_per_replica or 0.0) * s.reporting_replicas + (s.picker_queued or 0.0)
+    kept = tuple(p for p in history.queued if now - p[0] <= window)
+    arrivals = rate
+    if kept and now - kept[0][0] >= window / 2:
+        arrivals = max(0.0, rate + (queued - kept[0][1]) / (now - kept[0][0]))
+    history = replace(history, last_in_flight=(now, in_flight), queued=(*kept, (now, queued)))
+    return demand, arrivals, history
 
 
 def _trend(
     rate: float, history: History, now: float, params: PolicyParams
 ) -> tuple[float, History]:
-    """Slope (req/s per s) of the request rate over the trend window: newer half's mean
+    """Slope (req/s per s) of the arrival rate over the trend window: newer half's mean
     minus older half's, over their time apart. Unlike a least-squares fit, a rate that
     alternates (flapping input) has no trend at all."""
     start = now - params.trend_window_seconds

@@ -134,8 +134,12 @@ class History:
     last_in_flight: tuple[float, float] | None = None
     """(at, requests running + waiting over the fleet) at the previous decision: the
     change tells arrivals from finishes when the fleet is saturated."""
+    queued: tuple[tuple[float, float], ...] = ()
+    """(at, requests waiting in the engines' queues and at the picker) of the decisions
+    within the signals' window: the arrivals over it are the finish rate plus the growth
+    since the oldest (policy._demand)."""
     rates: tuple[tuple[float, float], ...] = ()
-    """(at, request rate) of recent decisions: the load's trend for the forecast."""
+    """(at, arrivals per second) of recent decisions: the load's trend for the forecast."""
     trusted_since: float | None = None
     """Start of the current run of decisions on trusted data (None after a hold or at
     first): a scale-down needs a whole stabilization window of them."""
