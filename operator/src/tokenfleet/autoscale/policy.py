@@ -192,10 +192,27 @@ def _decide(
     history = _track_ready(history, current, now, params)
     hold = _hold_reason(current, signals, now, params)
     if hold is not None or signals is None:
-        history = replace(_note_ready(history, current, now), trusted_since=None)
-        return _hold(current, history, hold or "PrometheusDown")
+        held = replace(_note_ready(history, current, now), trusted_since=None)
+        if hold == "PartialData" and signals is not None:
+            up = _scale_up_on_partial(spec, current, signals, history, held, now, params, ceiling)
+            if up is not None:
+                return up
+        return _hold(current, held, hold or "PrometheusDown")
     if history.trusted_since is None:
         history = replace(history, trusted_since=now)
+    return _decide_trusted(spec, current, signals, history, now, params, ceiling)
+
+
+def _decide_trusted(
+    spec: LLMServiceSpec,
+    current: FleetState,
+    signals: Signals,
+    history: History,
+    now: float,
+    params: PolicyParams,
+    ceiling: Ceiling | None,
+) -> Decision:
+    """Steps 2-6 on signals step 1 passed."""
     spec, signals, a = _read_slo(spec, current, signals, history, params, ceiling)
     sizing, history = _size(spec, current, signals, history, a, now, params)
     sizing = _track_slo(spec, current, signals, history, a, sizing, now, params)
@@ -211,6 +228,7 @@ class _Sizing:
 
     rate: float  # finished requests per second
     load: float  # arrivals per second now
+    backlog: float  # requests waiting: in the engines' queues and at the picker
     demand: float  # arrivals per second when replicas ordered now serve (the forecast)
     capacity: CapacityEstimate
     per_replica: float  # capacity x targetUtilization
@@ -295,7 +313,9 @@ def _size(
     raw, driver = feedforward, "feedforward" if scaling.metric == "ttft" else "goodput"
     if capacity.predicted <= 0:  # no capacity estimate: only the SLO signals move replicas
         raw, driver = current.desired, scaling.metric
-    sizing = _Sizing(rate, load, demand, capacity, per_replica, raw, driver, details)
+    backlog = (signals.waiting_per_replica or 0.0) * signals.reporting_replicas
+    backlog += signals.picker_queued or 0.0
+    sizing = _Sizing(rate, load, backlog, demand, capacity, per_replica, raw, driver, details)
     return sizing, history
 
 
@@ -388,6 +408,14 @@ def _limit(
     effective = sizing.capacity.effective
     at_full = math.ceil(sizing.demand / effective - 1e-9) if effective > 0 else 0
     outgrown = at_full > current.desired
+    # ...and, while the SLO is broken, must also drain the queue it built within a cold
+    # start: a fleet at exactly full utilisation never does, and the SLO would stay broken
+    # until a replica ordered once these are ready is ready in turn. Arrivals and the queue
+    # are counted, not the breach, so no replica is ordered twice.
+    draining = at_full
+    if a.broke and sizing.backlog > 0 and effective > 0:
+        drain = sizing.backlog / params.forecast_seconds
+        draining = math.ceil((sizing.demand + drain) / effective - 1e-9)
     # Dynamo's load planner removes a replica only if the rest stay well inside the SLA:
     # no scale-down while the SLO is not met now, whatever the load says.
     slo_met = not (
@@ -395,7 +423,7 @@ def _limit(
         or (a.attainment is not None and a.attainment < spec.slo.attainment)
     )
     desired, held, why = _apply_rate_limits(
-        spec, current, history, bounded, panicking, outgrown, slo_met, now, params
+        spec, current, history, bounded, panicking, outgrown, draining, slo_met, now, params
     )
     desired = min(max(desired, lo), hi)  # bounds win over every other rule
     return _Outcome(desired, held, why, limited, panicking), history
@@ -489,6 +517,43 @@ def _hold_reason(
     if signals.request_rate is None and signals.ttft_quantile_seconds is None:
         return "NoData"  # series exist but say nothing about load
     return None
+
+
+def _scale_up_on_partial(
+    spec: LLMServiceSpec,
+    current: FleetState,
+    signals: Signals,
+    history: History,
+    held: History,
+    now: float,
+    params: PolicyParams,
+    ceiling: Ceiling | None,
+) -> Decision | None:
+    """PartialData, re-examined: fewer replicas report than are ready (a replica just ready
+    whose first scrape is still to come, or one Prometheus cannot reach). The reporting
+    replicas' signals still say what they carry: a breach there, or arrivals beyond them,
+    is real, and the missing reports cannot make it smaller. So decide on the reporting
+    replicas alone and act only if that scales up; else hold as before. Nothing is learnt
+    (the window is not trusted) and no scale-down follows until a whole stabilization window
+    of complete data (`held`'s trusted_since stays None)."""
+    seen = replace(current, ready=signals.reporting_replicas)
+    untrusted = replace(history, trusted_since=None)
+    decision = _decide_trusted(spec, seen, signals, untrusted, now, params, ceiling)
+    if decision.desired <= current.desired:
+        return None
+    after = replace(
+        decision.history,
+        trusted_since=None,
+        capacity=held.capacity,
+        last_ready=held.last_ready,
+        ready_changed_at=held.ready_changed_at,
+        ready_grew_at=held.ready_grew_at,
+    )
+    note = (
+        f"PartialData: {signals.reporting_replicas} of {current.ready} ready replicas report, "
+        "deciding on them (scale-up only): "
+    )
+    return replace(decision, reason=note + decision.reason, history=after)
 
 
 def _hold(current: FleetState, history: History, reason: HoldReason) -> Decision:
@@ -794,10 +859,13 @@ def _apply_rate_limits(
     bounded: int,
     panicking: bool,
     outgrown: bool,
+    draining: int,
     slo_met: bool,
     now: float,
     params: PolicyParams,
 ) -> tuple[int, HoldReason | None, str]:
+    """`outgrown`: the demand needs more than every replica asked for, at full utilisation;
+    `draining`: the replicas that serve it and drain the queue within a cold start."""
     scaling = spec.autoscaling
     desired = current.desired
     up_recs = [
@@ -821,13 +889,20 @@ def _apply_rate_limits(
         # oracle's GPU-hours at the same attainment in autoscale-sim.
         return bounded, None, "panic: jump to the recommendation"
     if bounded > desired:
-        if current.starting > 0 and not outgrown:
-            return desired, "ReplicasStarting", f"{current.starting} replica(s) still starting"
+        step = max(scaling.max_scale_up_step, math.ceil(desired * (params.scale_up_rate - 1)))
         target = min(up_recs)  # the signal must ask for more over the whole short window
+        why = "scale up"
+        if current.starting > 0 and not outgrown:
+            if draining <= desired:
+                why = f"{current.starting} replica(s) still starting"
+                return desired, "ReplicasStarting", why
+            # The starting replicas serve the arrivals but leave the queue: only the
+            # replicas that drain it, not what the (lagging) SLO signals ask for.
+            target = min(target, draining)
+            why = f"scale up: {current.starting} starting replica(s) would not drain the queue"
         if target <= desired:
             return desired, None, "scale-up waits for the up stabilization window"
-        step = max(scaling.max_scale_up_step, math.ceil(desired * (params.scale_up_rate - 1)))
-        return min(target, desired + step), None, "scale up"
+        return min(target, desired + step), None, why
     if bounded < desired:
         if panicking:
             return desired, None, "no scale-down while panicking"
