@@ -145,6 +145,9 @@ class _Assessment:
     broke: bool
     comfortable: bool
     panic: bool
+    queue_wait: tuple[float, float] | None = None
+    """(wait at slo.quantile, its budget) in seconds when ttft_ratio is the queue wait over
+    its budget (the fixable view), not the TTFT quantile over the SLO."""
 
 
 def decide(
@@ -268,9 +271,14 @@ def _read_slo(
         # The window's load per replica: its fewest ready replicas carried it (as _learn).
         fewest = min([n for _, n in history.ready_samples] + [current.ready])
         ceiling = ceiling.at_load(signals.request_rate / max(fewest, 1))
+    wait = signals.queue_wait_quantile_seconds
     spec, signals = fixable_view(spec, signals, ceiling)
     unattainable = ceiling.miss_variance() if ceiling is not None else 0.0
-    return spec, signals, _assess(spec, signals, current, params, unattainable)
+    a = _assess(spec, signals, current, params, unattainable)
+    budget = ceiling.wait_budget_seconds if ceiling is not None else None
+    if a.ttft_ratio is not None and wait is not None and budget is not None:
+        a = replace(a, queue_wait=(wait, budget))
+    return spec, signals, a
 
 
 def _size(
@@ -479,9 +487,7 @@ def _decision(
         driver_note = f"; minReplicas {lo}"
     else:
         driver_note = ""
-    reason = _reason(
-        signals, a, sizing.rate, sizing.capacity, driver, raw, desired, current, outcome.why
-    )
+    reason = _reason(signals, a, sizing, driver, raw, desired, current, outcome.why)
     reason += driver_note
     if floor.standing is not None and driver == "bursts":
         reason += f"; {floor.standing.reason()}"
@@ -924,16 +930,26 @@ def _apply_rate_limits(
 def _reason(
     s: Signals,
     a: _Assessment,
-    rate: float,
-    cap: CapacityEstimate,
+    sizing: _Sizing,
     driver: str,
     raw: int,
     desired: int,
     current: FleetState,
     why: str,
 ) -> str:
+    rate, cap = sizing.rate, sizing.capacity
     seen = [f"{rate:.3g} req/s on {current.ready} ready"]
-    if a.ttft_ratio is not None and s.ttft_quantile_seconds is not None:
+    if sizing.load > rate * 1.05 + 0.01:
+        # Arrivals beyond the finish rate: the queue's growth, what a saturated fleet hides.
+        seen[0] = f"{sizing.load:.3g} req/s arriving ({rate:.3g} finished) on {current.ready} ready"
+    if a.queue_wait is not None and a.ttft_ratio is not None:
+        # With the traffic's ceiling the policy reads the queue wait, not the TTFT: say so.
+        wait, budget = a.queue_wait
+        seen.append(
+            f"queue wait {wait * 1000:.0f} ms ({a.ttft_ratio:.2f}x its "
+            f"{budget * 1000:.0f} ms budget)"
+        )
+    elif a.ttft_ratio is not None and s.ttft_quantile_seconds is not None:
         seen.append(f"TTFT {s.ttft_quantile_seconds * 1000:.0f} ms ({a.ttft_ratio:.2f}x SLO)")
     if a.attainment is not None:
         seen.append(f"attainment {a.attainment:.3f}")
