@@ -4,7 +4,9 @@ Virtual time runs `time_scale` times faster than the loop's clock. One task loop
 a step at the current virtual time, sleep until the step's end maps to real time, complete
 it, wake the requests that got a token. If the loop falls behind (a busy process), the lag
 is NOT charged to the simulated engine: the virtual clock is rebased to the step's end, so
-reported latencies are the capacity model's, not this process's.
+reported latencies are the capacity model's, not this process's. What it loses that way is
+counted (`lost_seconds`): virtual time that ran slower than `time_scale` x the wall clock,
+i.e. the machine could not keep the time scale (`tokenfleet demo` checks it).
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ class SimEngine:
         self._task: asyncio.Task[None] | None = None
         self._step_end: float | None = None  # end of the step in flight
         self.steps = 0
+        self.lost_seconds = 0.0  # virtual seconds a late step did not charge (see above)
 
     def now(self) -> float:
         """Current virtual (simulated) time in seconds."""
@@ -153,7 +156,8 @@ class SimEngine:
             self._step_end = None
             self.steps += 1
             self.metrics.on_step(step, outcome, scheduler)
-            # Never let this process's own lag count as engine time.
+            # Never let this process's own lag count as engine time; count it instead.
+            self.lost_seconds += max(0.0, self.now() - step.end)
             self._rebase(step.end)
             for request in outcome.sampled:
                 handle = self._handles.get(request)

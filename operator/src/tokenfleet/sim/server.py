@@ -1,4 +1,4 @@
-"""The simulator's HTTP side (aiohttp): OpenAI endpoints, /health and /metrics.
+"""The simulator's HTTP side (aiohttp): OpenAI endpoints, /health, /metrics and /sim/clock.
 
 All engine behaviour lives in scheduler.py (pure) and engine.py (timing); this file only
 parses, waits on a request's Handle and writes JSON or SSE.
@@ -70,6 +70,7 @@ def build_app(
     app.cleanup_ctx.append(lifecycle)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics_handler)
+    app.router.add_get("/sim/clock", clock_handler)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
@@ -83,6 +84,20 @@ async def health(request: web.Request) -> web.Response:
 async def metrics_handler(request: web.Request) -> web.Response:
     body = request.app[ENGINE_KEY].metrics.exposition()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def clock_handler(request: web.Request) -> web.Response:
+    """The simulator's own clock (no engine has this route): virtual seconds so far and
+    those lost to a busy machine (SimEngine.lost_seconds), so a harness can tell whether the
+    time scale held."""
+    engine = request.app[ENGINE_KEY]
+    return web.json_response(
+        {
+            "virtualSeconds": engine.now(),
+            "lostSeconds": engine.lost_seconds,
+            "timeScale": engine.time_scale,
+        }
+    )
 
 
 async def models(request: web.Request) -> web.Response:

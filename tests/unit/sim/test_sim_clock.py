@@ -1,0 +1,79 @@
+"""The simulator reports its own clock on /sim/clock: virtual seconds so far, and those a busy
+machine cost it (steps that ended later than the time scale allows are not charged to the
+engine, SimEngine.lost_seconds). On a clock that keeps time nothing is lost; on one whose
+every sleep overruns, the overrun x the time scale is."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from tokenfleet.scheduling.core import SchedulerConfig
+from tokenfleet.sim.server import SimSettings, build_app
+
+CONFIG = SchedulerConfig(
+    kv_cache_tokens=8192, max_num_seqs=8, max_num_batched_tokens=512, max_model_len=1024
+)
+SCALE = 1000.0
+STEP_S = 0.010  # virtual seconds per step (FlatTimer)
+
+
+class FlatTimer:
+    def step_seconds(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        decode_context_tokens: int,
+        prefill_attention_pairs: float | None = None,
+    ) -> float:
+        return STEP_S
+
+
+class OverrunClock:
+    """Real time moves only in the engine's sleeps, each `overrun` real seconds longer than
+    asked (0: a machine that keeps the time scale)."""
+
+    def __init__(self, overrun: float) -> None:
+        self.now = 0.0
+        self.overrun = overrun
+        self.sleeps = 0
+
+    def time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds + self.overrun
+        self.sleeps += 1
+        await asyncio.sleep(0)
+
+
+async def _clock_after_one_request(overrun: float) -> tuple[dict[str, Any], int]:
+    settings = SimSettings(served_model="m", engine="vllm", config=CONFIG, time_scale=SCALE)
+    clock = OverrunClock(overrun)
+    client: TestClient[Any, Any] = TestClient(TestServer(build_app(settings, FlatTimer(), clock)))
+    await client.start_server()
+    try:
+        body = {"model": "m", "prompt": "one two", "max_tokens": 20}
+        assert (await client.post("/v1/completions", json=body)).status == 200
+        reading = await (await client.get("/sim/clock")).json()
+    finally:
+        await client.close()
+    return reading, clock.sleeps
+
+
+async def test_a_clock_that_keeps_time_loses_nothing() -> None:
+    reading, sleeps = await _clock_after_one_request(0.0)
+    assert sleeps >= 20 and reading["lostSeconds"] == pytest.approx(0.0, abs=1e-9)
+    assert reading["timeScale"] == SCALE
+    assert reading["virtualSeconds"] == pytest.approx(sleeps * STEP_S)
+
+
+async def test_a_machine_that_overruns_every_step_loses_the_overrun_times_the_scale() -> None:
+    overrun = 2e-6  # real seconds per step: 2 ms of virtual time at 1000x
+    reading, sleeps = await _clock_after_one_request(overrun)
+    assert reading["lostSeconds"] == pytest.approx(sleeps * overrun * SCALE, rel=1e-6)
+    # The engine still charged each step its model time, not the overrun.
+    assert reading["virtualSeconds"] == pytest.approx(sleeps * STEP_S, rel=1e-6)
