@@ -68,6 +68,17 @@ class Schedule:
             return self.low + (self.high - self.low) * (t - base) / ramp
         return self.high
 
+    def expected(self) -> float:
+        """Requests the schedule asks for over the run (its rate's integral): what a
+        Poisson load sends on average."""
+        base, busy, after = self.phases
+        ramp = min(self.ramp_s, busy)
+        return (
+            self.low * (base + after)
+            + (self.low + self.high) / 2 * ramp
+            + self.high * (busy - ramp)
+        )
+
 
 async def _wait_planned(fleet: LocalFleet, ns: str, name: str) -> dict[str, Any]:
     deadline = time.monotonic() + PLAN_TIMEOUT_S
@@ -126,21 +137,21 @@ async def _run(options: DemoOptions, workdir: Path) -> int:
             output_len=int(workload.get("outputTokens", 300)),
         )
         served = body["spec"]["model"].get("servedName") or body["spec"]["model"]["id"]
-        load = await fleet.start_load(ns, name, served, dataset)
-        observer = Observer(fleet, ns, name, slo)
         low, high = options.low * capacity, options.high * capacity
         schedule = Schedule(options.phases, options.ramp_s, low, high)
+        load = await fleet.start_load(
+            ns, name, served, dataset, schedule=schedule.rate, end_s=schedule.end
+        )
+        observer = Observer(fleet, ns, name, slo)
         start = time.monotonic()
         next_row = start + options.sample_s / k
-        while (t := (time.monotonic() - start) * k) < schedule.end:
-            load.rate = schedule.rate(t)
+        while (time.monotonic() - start) * k < schedule.end:
             load.check()
             if time.monotonic() >= next_row:
                 next_row += options.sample_s / k
                 row = await asyncio.to_thread(observer.sample)
-                print(row_line(row, slo), flush=True)
+                print(row_line(row, slo, k), flush=True)
             await asyncio.sleep(min(0.5, options.sample_s / k))
-        load.rate = 0.0
         done = list(load.finished)
         ok = [f for f in done if f.output.success]
         # Over the run: the windows' goodput over the windows' request rate. (One rate() over
@@ -150,12 +161,18 @@ async def _run(options: DemoOptions, workdir: Path) -> int:
         stats = {
             "finished": len(ok),
             "failed": len(done) - len(ok),
-            "dropped": load.dropped,
+            "expected": schedule.expected(),
+            "scheduled": load.scheduled,
+            "sent": load.sent,
+            "no_endpoint": load.no_endpoint,
+            "too_busy": load.too_busy,
+            "late": load.late,
+            "worst_late_s": load.worst_late_s,
             "attainment": good / served if served else 0.0,
             "goodput": good / len(observer.rows) if observer.rows else 0.0,
         }
         gpus = int(plan.get("gpusPerReplica") or 1)
-        lines = summary(observer.rows, slo, gpus, stats)
+        lines = summary(observer.rows, slo, gpus, stats, k)
         path = plot(
             observer.rows,
             slo,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -111,8 +112,16 @@ class LocalFleet:
         return self.api.get(LLMSERVICES, namespace, name)
 
     async def start_load(
-        self, namespace: str, llmservice: str, model: str, dataset: DatasetSpec
+        self,
+        namespace: str,
+        llmservice: str,
+        model: str,
+        dataset: DatasetSpec,
+        schedule: Callable[[float], float] | None = None,
+        end_s: float = math.inf,
     ) -> LoadGenerator:
+        """The load, from now on: at `schedule` (simulated req/s at each simulated second)
+        until `end_s`, or at the rate the caller sets on the generator."""
         assert self.kubelet is not None
         kubelet = self.kubelet
         endpoints: Callable[[], list[str]] = lambda: kubelet.endpoints(namespace, llmservice)  # noqa: E731
@@ -122,6 +131,8 @@ class LocalFleet:
             dataset=dataset,
             time_scale=self.options.time_scale,
             seed=self.options.seed,
+            schedule=schedule,
+            end_s=end_s,
         )
         await self.load.start()
         self.started = time.monotonic()  # the view's clock starts with the load

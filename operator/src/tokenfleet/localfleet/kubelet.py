@@ -109,6 +109,16 @@ class Kubelet:
             if pod.ready and pod.llmservice == llmservice
         ]
 
+    def base_urls(self, namespace: str, llmservice: str) -> list[str]:
+        """Base URLs of every pod of one LLMService whose process runs (ready or not)."""
+        return [
+            pod.base_url
+            for (ns, _), pods in self.pods.items()
+            if ns == namespace
+            for pod in pods
+            if pod.llmservice == llmservice and pod.process.poll() is None
+        ]
+
     def counts(self, namespace: str, llmservice: str) -> tuple[int, int]:
         """(pods, ready pods) of one LLMService."""
         pods = [

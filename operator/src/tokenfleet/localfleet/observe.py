@@ -5,12 +5,14 @@ status.readyReplicas, status.autoscaling) and the engines' own histograms throug
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from tokenfleet.engines import engine_info
+from tokenfleet.localfleet import timescale
 from tokenfleet.localfleet.fleet import LocalFleet
 
 # The signals' own window (autoscale/signals.py: four PodMonitor scrapes), simulated seconds.
@@ -49,6 +51,7 @@ class Row:
     decision: str  # status.autoscaling.reason (or the Autoscaling condition's)
     held: str | None  # status.autoscaling.held
     rate: float | None = None  # finished requests per simulated second (the engines' count)
+    clock: timescale.Sample | None = None  # whether the machine kept the time scale
 
 
 def _autoscaling(status: dict[str, Any]) -> tuple[str, str | None]:
@@ -88,6 +91,8 @@ class Observer:
         self.slo = slo
         self.names = engine_info(engine).metrics
         self.rows: list[Row] = []
+        self._clocks: dict[str, timescale.ClockReading] = {}
+        self._late = 0
 
     def _window(self, sim_seconds: float) -> str:
         return f"{max(1, math.ceil(sim_seconds / self.fleet.options.time_scale))}s"
@@ -135,6 +140,32 @@ class Observer:
             "goodput": None if joint is None or requests is None else joint * requests,
         }
 
+    def _clock_sample(self, t: float) -> timescale.Sample:
+        """How far the engines and the load fell behind the time scale since the last
+        sample: each running engine's /sim/clock, the load generator's late sends."""
+        worst: float | None = None
+        urls = []
+        if self.fleet.kubelet is not None:
+            urls = self.fleet.kubelet.base_urls(self.namespace, self.name)
+        readings: dict[str, timescale.ClockReading] = {}
+        for url in urls:
+            try:
+                body = httpx.get(f"{url}/sim/clock", timeout=2.0, trust_env=False).json()
+                reading = timescale.ClockReading(time.monotonic(), float(body["lostSeconds"]))
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                continue  # a pod stopping: its next reading starts afresh
+            readings[url] = reading
+            before = self._clocks.get(url)
+            if before is not None:
+                share = timescale.behind(before, reading, self.fleet.options.time_scale)
+                worst = share if worst is None else max(worst, share)
+        self._clocks = readings
+        load = self.fleet.load
+        late = load.late if load is not None else 0
+        sample = timescale.Sample(t, worst, late - self._late)
+        self._late = late
+        return sample
+
     def sample(self) -> Row:
         body = self.fleet.llmservice(self.namespace, self.name) or {}
         status = body.get("status") or {}
@@ -144,9 +175,10 @@ class Observer:
         if self.fleet.kubelet is not None:
             pods = self.fleet.kubelet.counts(self.namespace, self.name)[0]
         spec_replicas = body.get("spec", {}).get("replicas")
+        t = self.fleet.sim_seconds()
         row = Row(
-            t=self.fleet.sim_seconds(),
-            offered=self.fleet.load.rate if self.fleet.load is not None else 0.0,
+            t=t,
+            offered=self.fleet.load.offered() if self.fleet.load is not None else 0.0,
             desired=int(spec_replicas) if spec_replicas is not None else status.get("replicas"),
             ready=status.get("readyReplicas"),
             pods=pods,
@@ -156,6 +188,7 @@ class Observer:
             rate=m["request_rate"],
             decision=decision,
             held=held,
+            clock=self._clock_sample(t),
         )
         self.rows.append(row)
         return row

@@ -7,6 +7,8 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+from tokenfleet.localfleet import timescale
+from tokenfleet.localfleet.load import LATE_S, MAX_IN_FLIGHT
 from tokenfleet.localfleet.observe import Row, Slo
 
 COLUMNS = (
@@ -43,8 +45,9 @@ def plan_header(name: str, body: dict[str, Any], slo: Slo, time_scale: float) ->
     ]
 
 
-def row_line(row: Row, slo: Slo) -> str:
-    """One view line, the whole decision (a terminal wraps a long one; nothing is cut)."""
+def row_line(row: Row, slo: Slo, time_scale: float = 1.0) -> str:
+    """One view line, the whole decision (a terminal wraps a long one; nothing is cut);
+    a note first when the machine fell behind the time scale in the row's interval."""
     replicas = f"{_num(row.ready, 'd', '?')}/{_num(row.desired, 'd', '?')}"
     ttft = _num(None if row.ttft_quantile_s is None else row.ttft_quantile_s * 1000, ".0f")
     mark = ""
@@ -55,6 +58,8 @@ def row_line(row: Row, slo: Slo) -> str:
     # The operator's reason usually names the hold already ("hold: NoData: ..."); say it once.
     if row.held and row.held not in decision:
         decision = f"[{row.held}] {decision}"
+    if row.clock is not None:
+        decision = timescale.row_note(row.clock, time_scale) + decision
     line = (
         f"{row.t:6.0f} {row.offered:6.2f} {replicas:>8} {ttft + mark:>7} {attain:>6} "
         f"{_num(row.goodput, '.2f'):>7}  {decision}"
@@ -63,7 +68,11 @@ def row_line(row: Row, slo: Slo) -> str:
 
 
 def summary(
-    rows: Sequence[Row], slo: Slo, gpus_per_replica: int, stats: dict[str, Any]
+    rows: Sequence[Row],
+    slo: Slo,
+    gpus_per_replica: int,
+    stats: dict[str, Any],
+    time_scale: float = 1.0,
 ) -> list[str]:
     if not rows:
         return ["no samples"]
@@ -77,10 +86,35 @@ def summary(
         f"simulated {rows[-1].t / 60:.1f} min: replicas {min(desired, default=0)} -> "
         f"{max(desired, default=0)} -> {desired[-1] if desired else 0} "
         f"({ups} scale-ups, {downs} scale-downs), {gpu_hours:.2f} GPU-hours",
-        f"requests: {stats['finished']} finished, {stats['failed']} failed, "
-        f"{stats['dropped']} not sent (no ready replica); SLO attainment "
+        load_line(stats),
+        f"requests: {stats['finished']} finished, {stats['failed']} failed; SLO attainment "
         f"{stats['attainment'] * 100:.1f}% (TTFT <= {slo.ttft_s * 1000:.0f} ms and TPOT <= "
         f"{slo.tpot_s * 1000:.0f} ms; the engines' histograms, a lower bound), goodput "
         f"{stats['goodput']:.2f} req/s",
     ]
+    clocks = [r.clock for r in rows if r.clock is not None]
+    if clocks:
+        lines.append(timescale.verdict(clocks, time_scale, stats.get("worst_late_s", 0.0)))
     return lines
+
+
+def load_line(stats: dict[str, Any]) -> str:
+    """What the load generator was asked for, sent, and could not send (or sent late)."""
+    scheduled, sent = int(stats["scheduled"]), int(stats["sent"])
+    share = f" ({sent / scheduled * 100:.1f}%)" if scheduled else ""
+    line = (
+        f"load: {scheduled} arrivals drawn on the schedule (it asks for "
+        f"{stats['expected']:.0f} on average), {sent} sent{share}"
+    )
+    missed = []
+    if stats["no_endpoint"]:
+        missed.append(f"{stats['no_endpoint']} with no ready replica")
+    if stats["too_busy"]:
+        missed.append(f"{stats['too_busy']} with {MAX_IN_FLIGHT} in flight")
+    line += f"; not sent: {', '.join(missed)}" if missed else "; none left unsent"
+    if stats["late"]:
+        line += (
+            f"; {stats['late']} sent more than {LATE_S:g} simulated s late (up to "
+            f"{stats['worst_late_s']:.1f} s)"
+        )
+    return line
