@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from tokenfleet.commands.paths import check_output_file
@@ -24,6 +25,31 @@ DEFAULT_EXAMPLE = "llama-3.1-8b-l4-autoscale.yaml"
 # Ten times faster than real time: the example's 180 s scale-down window takes 18 s, the
 # 120 s cold start 12 s, and the whole demo stays under 5 minutes on a 2-core machine.
 DEFAULT_TIME_SCALE = 10.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A load shape, in multiples of one replica's planned goodput and simulated seconds:
+    `low` for phases[0], a ramp to `high` over `ramp`, `high` until phases[0] + phases[1],
+    then `low` again for phases[2]."""
+
+    low: float
+    high: float
+    phases: str
+    ramp: float
+    about: str
+
+
+SCENARIOS = {
+    # A ramp slower than a cold start: the load needs a new replica every few minutes, so an
+    # autoscaler that sees it coming has each one ready in time (docs/demo.md).
+    "ramp": Scenario(0.3, 2.0, "180,1020,600", 600.0, "0.3x -> 2x over 10 minutes"),
+    # A step within a second: no replica ordered after it serves for a cold start, so the
+    # SLO breaks until they do. What reacting cannot do, shown honestly.
+    "spike": Scenario(0.3, 2.0, "180,720,900", 0.0, "0.3x -> 2x in a second"),
+    # Five simulated minutes to check an install: one scale-up, within the SLO.
+    "check": Scenario(0.3, 1.0, "60,240,60", 120.0, "0.3x -> 1x over 2 minutes"),
+}
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -47,31 +73,39 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="simulated seconds before a new replica serves (default: %(default)s)",
     )
     p.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        default="ramp",
+        help="the load's shape: "
+        + "; ".join(f"{k}: {v.about}" for k, v in SCENARIOS.items())
+        + " (default: %(default)s); the four options below change any part of it",
+    )
+    p.add_argument(
         "--low",
         type=float,
-        default=0.3,
-        help="base load, as a multiple of one replica's planned goodput (default: %(default)s)",
+        default=None,
+        help="base load, as a multiple of one replica's planned goodput (ramp: 0.3)",
     )
     p.add_argument(
         "--high",
         type=float,
-        default=2.0,
-        help="load step, as a multiple of one replica's planned goodput (default: %(default)s)",
+        default=None,
+        help="peak load, as a multiple of one replica's planned goodput (ramp: 2)",
     )
     p.add_argument(
         "--phases",
-        default="180,720,900",
+        default=None,
         metavar="S,S,S",
-        help="simulated seconds of base load, of the step, and of base load again "
-        "(default: %(default)s)",
+        help="simulated seconds of base load, of the rise and peak, and of base load again "
+        "(ramp: 180,1020,600)",
     )
     p.add_argument(
         "--ramp",
         type=float,
-        default=240.0,
+        default=None,
         metavar="SECONDS",
         help="simulated seconds the load takes to climb from --low to --high; 0 is a step "
-        "(default: %(default)s)",
+        "(ramp: 600)",
     )
     p.add_argument(
         "--plot", default="demo.png", help="PNG written at the end (default: %(default)s)"
@@ -124,6 +158,15 @@ def run(args: argparse.Namespace) -> int:
 
     from tokenfleet.localfleet.demo import DemoOptions, run_demo
 
+    scenario = SCENARIOS[args.scenario]
+    for flag, value in (
+        ("low", scenario.low),
+        ("high", scenario.high),
+        ("phases", scenario.phases),
+        ("ramp", scenario.ramp),
+    ):
+        if getattr(args, flag) is None:
+            setattr(args, flag, value)
     path = Path(args.filename) if args.filename else packaged_example()
     check_output_file("--plot", args.plot, ".png")
     problem = _check_llmservice(path, args.filename or str(path))
