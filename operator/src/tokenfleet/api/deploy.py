@@ -32,9 +32,12 @@ class StorageSpec(SpecModel):
     access_mode: Literal["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany", "ReadWriteOncePod"] = (
         "ReadWriteOnce"
     )
-    """ReadWriteOnce binds on every cloud's default storage class; replicas on other nodes
-    cannot mount it then. ReadWriteMany (with an RWX class: EFS, Filestore, Azure Files,
-    CephFS) lets replicas on different nodes share one cache."""
+    """ReadWriteOnce binds on every cloud's default storage class; it attaches to one node,
+    so with more than one replica the engine pods get a required pod affinity to that node
+    (replicas are then capped by its GPUs; one that does not fit stays Pending with the
+    scheduler's reason). ReadWriteMany (with an RWX class: EFS, Filestore, Azure Files,
+    CephFS) lets replicas on different nodes share one cache. ReadWriteOncePod with more
+    than one replica, and ReadWriteOnce for a replica that spans nodes, are refused."""
     retain: bool = True
     """Keep the claim (and the downloaded weights) when storage is later removed from the
     spec; false: the operator deletes it then. Deleting the LLMService always deletes it."""

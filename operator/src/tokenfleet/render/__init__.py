@@ -28,6 +28,7 @@ from tokenfleet.api import LLMService
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
+from tokenfleet.render import cache_affinity
 from tokenfleet.render.disruption import pod_disruption_budget
 from tokenfleet.render.meta import ENGINE_CONTAINER, SERVICE_PORT, labels, selector, workload_name
 from tokenfleet.render.monitoring import pod_monitor
@@ -158,6 +159,7 @@ def all(
 ) -> list[dict[str, Any]]:
     check_name(llmservice, plan)
     check_rollout(llmservice)
+    cache_affinity.check(llmservice, plan)
     check_simulate(llmservice, plan)
     if plan.nodes_per_replica > 1 and not lws_available:
         raise RenderError(

@@ -19,7 +19,7 @@ from tokenfleet.engines import (
     worker_serves_health,
 )
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable, engine_image, gpu_vendor
-from tokenfleet.render import timing
+from tokenfleet.render import cache_affinity, timing
 from tokenfleet.render.meta import ENGINE_CONTAINER, PORT_NAME, ROLE_LABEL, labels
 from tokenfleet.render.simulate import simulated
 
@@ -302,8 +302,9 @@ def pod_template(
         pod["nodeSelector"] = node_selector
     if gpu.tolerations:
         pod["tolerations"] = [t.to_dict() for t in gpu.tolerations]
-    if gpu.affinity:
-        pod["affinity"] = gpu.affinity
+    affinity = cache_affinity.merged(gpu.affinity, cache_affinity.pod_affinity(service, plan))
+    if affinity:
+        pod["affinity"] = affinity
     template = spec.pod_template
     if template.service_account_name:
         pod["serviceAccountName"] = template.service_account_name
