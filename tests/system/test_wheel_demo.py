@@ -76,10 +76,8 @@ def test_installed_wheel_runs_a_short_demo_from_an_empty_directory(
         [
             str(env_dir / "bin" / "tokenfleet"),
             "demo",
-            "--phases",
-            "60,180,60",
-            "--ramp",
-            "0",
+            "--scenario",
+            "check",
             "--workdir",
             str(tmp_path / "logs"),
         ],
@@ -90,6 +88,8 @@ def test_installed_wheel_runs_a_short_demo_from_an_empty_directory(
     plot = work / "demo.png"
     assert plot.is_file() and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", output
     assert "simulated" in output and "plot: demo.png" in output, output
+    # The summary counts the load and says whether this machine kept the time scale.
+    assert "arrivals drawn on the schedule" in output and "time scale: " in output, output
     assert f"logs kept in {tmp_path / 'logs'}" in output
     assert (tmp_path / "logs" / "operator.log").is_file()
     assert (tmp_path / "logs" / "prometheus" / "prometheus.log").is_file()
