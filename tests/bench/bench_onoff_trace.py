@@ -1,4 +1,4 @@
-"""Benchmark: the generated on-off traces (tests/unit/autoscale/onoff_trace.py, the character
+"""Benchmark: the generated on-off traces (tests/support/onoff_trace.py, the character
 of Azure's 2023 "code" trace; and bursts that shrink half-way), seeds 0-2, as the
 calibration numbers in docs/autoscaler.md.
 
@@ -25,8 +25,8 @@ from tokenfleet.autoscale.fleetsim.run import (
     run_policy,
 )
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "autoscale"))
-from onoff_trace import onoff_trace, shrinking_trace
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.support
+from tests.support.onoff_trace import onoff_trace, shrinking_trace
 
 TRACES = {"onoff": onoff_trace, "shrinking": shrinking_trace}
 SETUPS = {

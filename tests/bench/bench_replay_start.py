@@ -15,7 +15,7 @@ Run: .venv/bin/python tests/bench/bench_replay_start.py TRACE [--gpu l40s] [--tt
          [--starts 1 2 4 8 12] [--fixed 12 14 16 18]
 TRACE: a trace file (e.g. ../shared/reference/traces/azure2023_code.csv, about 40 s), or
 onoff:SEED or spiky:SEED for the generated calibration traces
-(tests/unit/autoscale/onoff_trace.py).
+(tests/support/onoff_trace.py).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from tokenfleet.autoscale.fleetsim.run import (
 )
 from tokenfleet.autoscale.fleetsim.traces import Trace, load
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "autoscale"))
-from onoff_trace import onoff_trace, spiky_trace
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.support
+from tests.support.onoff_trace import onoff_trace, spiky_trace
 
 GENERATED = {"onoff": onoff_trace, "spiky": spiky_trace}
 

@@ -1,4 +1,4 @@
-"""Benchmark: the generated spiky trace (tests/unit/autoscale/onoff_trace.py: on-off bursts
+"""Benchmark: the generated spiky trace (tests/support/onoff_trace.py: on-off bursts
 one replica serves, a third of them with a 10-second spike that breaks TPOT on one replica),
 seeds 0-2, Llama-3.1-8B on H100 at TTFT 1 s (one TP 4 replica by default), as the
 calibration numbers in docs/autoscaler.md.
@@ -17,8 +17,8 @@ from pathlib import Path
 from tokenfleet.autoscale.fleetsim.policies import Static
 from tokenfleet.autoscale.fleetsim.run import SimOptions, make_autoscaler, prepare, run_policy
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "autoscale"))
-from onoff_trace import spiky_trace
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.support
+from tests.support.onoff_trace import spiky_trace
 
 
 def main() -> None:

@@ -208,7 +208,7 @@ def main(cases: list[tuple[str, str, dict[str, Any]]], detail: bool) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) == 2 and sys.argv[1] == "all":
-        from plan_cases import GPUS, MODELS, WORKLOADS  # type: ignore[import-not-found]
+        from tests.support.plan_cases import GPUS, MODELS, WORKLOADS  # type: ignore[import-not-found]
 
         main([(m, g, w) for m in MODELS for g in GPUS for w in WORKLOADS], detail=False)
     elif len(sys.argv) == 1:

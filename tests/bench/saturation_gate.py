@@ -39,9 +39,9 @@ import time
 from dataclasses import replace
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from plan_cases import GPUS, MODELS, WORKLOADS, plan_row
+from tests.support.plan_cases import GPUS, MODELS, WORKLOADS, plan_row
 
 from tokenfleet.capacity import (
     PlanError,

@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 from kmock import Server, resource
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from operator_harness import kubeconfig_for
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.support
+from tests.support.operator_harness import kubeconfig_for
 
 from tokenfleet.testing.kmock_cluster import LLMSERVICES, Cluster
 

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from operator_harness import NAMESPACE, StartOperator, eventually
 from prometheus_client import generate_latest
 from test_operator import (
     DEPLOYMENTS,
@@ -26,6 +25,7 @@ from test_operator import (
     llms,
     patch,
 )
+from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 
 from tokenfleet.autoscale.prometheus import PrometheusUnreachable
 from tokenfleet.autoscale.signals import Attainment, Boundary, Observation, SignalsQuery

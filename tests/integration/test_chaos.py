@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 from kmock import Server
-from operator_harness import NAMESPACE, kubeconfig_for
-from operator_process import OperatorProcess, peak_rss_mib
 from test_operator import DEPLOYMENTS, LLMS_PATH, SERVICES, example, owned
+from tests.support.operator_harness import NAMESPACE, kubeconfig_for
+from tests.support.operator_process import OperatorProcess, peak_rss_mib
 
 from tokenfleet.testing.kmock_cluster import LLMSERVICES, Cluster
 

@@ -9,8 +9,8 @@ whose result is `gone`.
 
 from __future__ import annotations
 
-from operator_harness import NAMESPACE, RunningOperator, StartOperator, eventually
 from test_operator import DEPLOYMENTS, LLMS_PATH, PDBS, SERVICES, create, example
+from tests.support.operator_harness import NAMESPACE, RunningOperator, StartOperator, eventually
 
 from tokenfleet.testing.kmock_cluster import Cluster
 

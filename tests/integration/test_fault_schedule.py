@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 from kmock import Server
-from operator_harness import NAMESPACE, kubeconfig_for
-from operator_process import OperatorProcess
 from test_operator import LLMS_PATH, example, owned
+from tests.support.operator_harness import NAMESPACE, kubeconfig_for
+from tests.support.operator_process import OperatorProcess
 
 from tokenfleet.controller.reconcile import Pipeline, own
 from tokenfleet.render.desired import Cluster as Serves

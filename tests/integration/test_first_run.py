@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-from operator_harness import NAMESPACE, RunningOperator, eventually
 from test_operator import create, example
+from tests.support.operator_harness import NAMESPACE, RunningOperator, eventually
 
 from tokenfleet.controller.handlers import Credentials, Options, build_registry
 from tokenfleet.controller.kube import KubeClient

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fake_prometheus import FakePrometheus
 from kmock import Server
-from operator_harness import NAMESPACE, kubeconfig_for
-from operator_process import OperatorProcess
 from test_operator import create, example
+from tests.support.fake_prometheus import FakePrometheus
+from tests.support.operator_harness import NAMESPACE, kubeconfig_for
+from tests.support.operator_process import OperatorProcess
 
 from tokenfleet.testing.kmock_cluster import PEERINGS, Cluster
 

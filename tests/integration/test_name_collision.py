@@ -6,8 +6,8 @@ were free); once the first is deleted, the second is reconciled."""
 
 from __future__ import annotations
 
-from operator_harness import NAMESPACE, StartOperator, eventually
 from test_operator import DEPLOYMENTS, LLMS_PATH, condition, create, example
+from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 
 from tokenfleet.testing.kmock_cluster import LWS, Cluster
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import jsonschema
 import yaml
-from operator_harness import NAMESPACE, StartOperator, eventually
 from prometheus_client import generate_latest
+from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 
 from tokenfleet.testing.kmock_cluster import LLMSERVICES, LWS, Cluster
 

@@ -1,6 +1,6 @@
 """Issue 17: a tenant's Prometheus cannot take the real `tokenfleet operator` process down
 or freeze its autoscaler. Each test runs the process against the emulated API and a fake
-Prometheus (tests/integration/fake_prometheus.py) that misbehaves on purpose:
+Prometheus (tests/support/fake_prometheus.py) that misbehaves on purpose:
 
 - a 40 MB answer: refused at the size cap while streaming; the operator's peak RSS stays
   under 300 MiB (the issue saw 785 MiB) and the condition says why;
@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 import yaml
-from fake_prometheus import FakePrometheus
 from kmock import Server
-from operator_harness import NAMESPACE, kubeconfig_for
-from operator_process import OperatorProcess, peak_rss_mib
 from test_operator import LLMS_PATH, condition, create, example, patch
+from tests.support.fake_prometheus import FakePrometheus
+from tests.support.operator_harness import NAMESPACE, kubeconfig_for
+from tests.support.operator_process import OperatorProcess, peak_rss_mib
 
 from tokenfleet.testing.kmock_cluster import Cluster
 

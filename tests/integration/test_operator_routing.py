@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from operator_harness import NAMESPACE, StartOperator, eventually
 from test_operator import (
     DEPLOYMENTS,
     LLMS_PATH,
@@ -27,6 +26,7 @@ from test_operator import (
     llms,
     patch,
 )
+from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 
 from tokenfleet.testing.kmock_cluster import HTTPROUTES, INFERENCEPOOLS, PODMONITORS, Cluster
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_harness import NAMESPACE, StartOperator, eventually
 from test_autoscaler import URL, Source, StubPolicy
 from test_operator import PVCS, condition, create, example, llms
+from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 
 from tokenfleet.controller.kube import PLURALS
 from tokenfleet.controller.ownership import RENDERED_KINDS

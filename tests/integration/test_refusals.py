@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from operator_harness import StartOperator, eventually
 from test_operator import condition, create, example, owned
+from tests.support.operator_harness import StartOperator, eventually
 
 from tokenfleet.testing.kmock_cluster import Cluster
 

@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 import kopf
 import yaml
-from operator_harness import NAMESPACE, StartOperator, eventually
 from test_operator import (
     DEPLOYMENTS,
     LLMS_PATH,
@@ -30,6 +29,7 @@ from test_operator import (
     owned,
     patch,
 )
+from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.reconcile import Pipeline, Policy

@@ -12,9 +12,9 @@ import asyncio
 import logging
 
 import kopf
-from operator_harness import NAMESPACE, StartOperator, eventually
 from test_autoscaler import NAME, URL, Source, StubPolicy, autoscaled, status
 from test_operator import DEPLOYMENTS, LLMS_PATH, condition, create, example, patch
+from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 
 from tokenfleet.autoscale.types import Decision, History
 from tokenfleet.controller import status as st

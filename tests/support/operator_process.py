@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from operator_harness import WAIT_SECONDS
+from tests.support.operator_harness import WAIT_SECONDS
 
 from tokenfleet.testing.kmock_cluster import Cluster
 

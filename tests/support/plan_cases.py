@@ -1,9 +1,9 @@
 """plan() over a fixed table of catalog cases, to check that a speed-up changes no
 prediction: dump one tree's plans, then another's, and compare.
 
-    python tests/bench/plan_cases.py run > new.jsonl
-    PYTHONPATH=<other tree>/operator/src python tests/bench/plan_cases.py run > old.jsonl
-    python tests/bench/plan_cases.py compare old.jsonl new.jsonl
+    python tests/support/plan_cases.py run > new.jsonl
+    PYTHONPATH=<other tree>/operator/src python tests/support/plan_cases.py run > old.jsonl
+    python tests/support/plan_cases.py compare old.jsonl new.jsonl
 
 `run` prints one JSON line per case (chosen layout, reason, every Prediction field, the
 CPU time of a cold plan()); `compare` counts the cases whose layout or reason differs and

@@ -6,7 +6,7 @@ tests add scrape targets after it is up (`prom.set_targets(...)`) without a rest
 `prom.query(...)` runs instant PromQL through the HTTP API (httpx). Use the `prometheus`
 session fixture, or the context manager for a private server in a module fixture:
 
-    from prometheus import Prometheus, running_prometheus
+    from tests.support.prometheus import Prometheus, running_prometheus
 
     @pytest.fixture(scope="module")
     def prom(tmp_path_factory):

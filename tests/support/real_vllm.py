@@ -201,7 +201,7 @@ def start_real_vllm(workdir: Path) -> RealVllm:
     return engine
 
 
-if __name__ == "__main__":  # manual use: python tests/system/real_vllm.py /tmp/dir
+if __name__ == "__main__":  # manual use: python tests/support/real_vllm.py /tmp/dir
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/tokenfleet-real-vllm")
     target.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so `finally` stops the engine

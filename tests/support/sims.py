@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from real_vllm import free_port
+from tests.support.real_vllm import free_port
 
 SIM_STARTUP_TIMEOUT_S = 30.0
 

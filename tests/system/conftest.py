@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from prometheus import prometheus  # noqa: F401  (re-exported session fixture)
-from real_vllm import RealVllm, start_real_vllm
-from sims import SimProcess, launch_sim
+from tests.support.prometheus import prometheus  # noqa: F401  (re-exported session fixture)
+from tests.support.real_vllm import RealVllm, start_real_vllm
+from tests.support.sims import SimProcess, launch_sim
 
 
 @pytest.fixture(scope="session")

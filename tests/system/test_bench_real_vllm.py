@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from real_vllm import RealVllm
+from tests.support.real_vllm import RealVllm
 
 from tokenfleet.cli import main
 

@@ -16,7 +16,8 @@ import helm_python as helm
 import jsonschema
 import pytest
 import yaml
-from chart_render import (
+from test_manifests_validate import VERSIONS, run_validator
+from tests.support.chart_render import (
     CHART,
     COMBINATIONS,
     NEW_GPU,
@@ -26,7 +27,6 @@ from chart_render import (
     of_kind,
     render,
 )
-from test_manifests_validate import VERSIONS, run_validator
 
 from tokenfleet.api.crd import CRD_FILE, render_crd_yaml
 from tokenfleet.api.gpu import GpuType

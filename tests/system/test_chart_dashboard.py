@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from chart_render import of_kind, render
-from prometheus import Prometheus
+from tests.support.chart_render import of_kind, render
+from tests.support.prometheus import Prometheus
 
 VALUES = {"grafanaDashboard": {"enabled": True}}
 # Grafana's variables, as a user would pick them (the query must parse with real values).

@@ -4,7 +4,7 @@ ships) behaves as the pure Python one.
 The wheel is built here the way the image's build stage builds it (offline, no build
 isolation, mypyc from the test venv), installed into a folder of its own, and put first on
 PYTHONPATH of a child process: there the scheduler, capacity and simulator unit tests run
-against it, and plan() over the 220 catalog cases of tests/bench/plan_cases.py must give the
+against it, and plan() over the 220 catalog cases of tests/support/plan_cases.py must give the
 pure build's plans to the bit.
 """
 
@@ -102,7 +102,7 @@ def test_the_scheduler_capacity_and_simulator_tests_pass_compiled(site: Path) ->
 
 
 def _plans(site: Path | None) -> list[dict[str, object]]:
-    run = _run([sys.executable, "tests/bench/plan_cases.py", "run"], _env(site))
+    run = _run([sys.executable, "tests/support/plan_cases.py", "run"], _env(site))
     assert run.returncode == 0, run.stderr[-3000:]
     rows = [json.loads(line) for line in run.stdout.splitlines()]
     for row in rows:

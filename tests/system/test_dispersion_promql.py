@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from prometheus import running_prometheus
+from tests.support.prometheus import running_prometheus
 
 from tokenfleet.autoscale import dispersion
 from tokenfleet.autoscale.signals import arrival_dispersion_query, selector

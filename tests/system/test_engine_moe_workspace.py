@@ -12,7 +12,7 @@ import json
 import subprocess
 
 import pytest
-from real_vllm import engines_python
+from tests.support.real_vllm import engines_python
 
 from tokenfleet.capacity import load_model
 from tokenfleet.capacity.catalog import catalog_ids

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus import Prometheus, running_prometheus
+from tests.support.prometheus import Prometheus, running_prometheus
 
 from tokenfleet.api.prometheus_url import FIELD
 from tokenfleet.localfleet import procs

@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from prometheus import Prometheus, running_prometheus
 from prometheus_client.utils import floatToGoString
 from test_bench_sim import SimProcess, running_sim
+from tests.support.prometheus import Prometheus, running_prometheus
 
 from tokenfleet.bench.aggregate import RequestOutput
 from tokenfleet.bench.client import BenchConfig, run_benchmark

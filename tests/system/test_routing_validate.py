@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from crd_checker import CrdValidator
+from tests.support.crd_checker import CrdValidator
 
 from tokenfleet.commands.render import load_documents, render_documents
 

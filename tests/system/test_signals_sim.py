@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from prometheus import Prometheus, running_prometheus
-from sims import SimProcess, launch_sim
+from tests.support.prometheus import Prometheus, running_prometheus
+from tests.support.sims import SimProcess, launch_sim
 
 from tokenfleet.autoscale.prometheus import (
     EmptyResult,

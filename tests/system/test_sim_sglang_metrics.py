@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from real_vllm import engines_python
+from tests.support.real_vllm import engines_python
 
 from tokenfleet.sim.exporter import SglangMetrics
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import SimProcess
 from prometheus_client.parser import text_string_to_metric_families
-from real_vllm import RealVllm
+from tests.support.real_vllm import RealVllm
+from tests.support.sims import SimProcess
 
 pytestmark = [pytest.mark.system, pytest.mark.engines]
 

@@ -7,7 +7,7 @@ import math
 import random
 
 import pytest
-from policy_helpers import CAPACITY, fleet, signals, spec
+from tests.support.policy_helpers import CAPACITY, fleet, signals, spec
 
 from tokenfleet.autoscale import dispersion
 from tokenfleet.autoscale.fleetsim import observed

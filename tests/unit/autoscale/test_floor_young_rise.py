@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policy_helpers import first_history, fleet, run_sequence, spec
+from tests.support.policy_helpers import first_history, fleet, run_sequence, spec
 
 from tokenfleet.autoscale.bursts import BurstMemory
 

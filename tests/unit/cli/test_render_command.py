@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from render_cases import CASES_DIR
+from tests.support.render_cases import CASES_DIR
 
 from tokenfleet.cli import main
 

@@ -11,7 +11,7 @@ import os
 
 import pytest
 import yaml
-from render_cases import CASES, GOLDEN_DIR, render_case
+from tests.support.render_cases import CASES, GOLDEN_DIR, render_case
 
 UPDATE = os.environ.get("TOKENFLEET_UPDATE_GOLDEN") == "1"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from render_cases import CASES_DIR
+from tests.support.render_cases import CASES_DIR
 
 from tokenfleet.commands.render import render_documents
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from render_cases import CASES_DIR
+from tests.support.render_cases import CASES_DIR
 
 from tokenfleet.commands.render import load_documents, render_documents
 

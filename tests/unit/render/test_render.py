@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from render_cases import CASES, render_case
+from tests.support.render_cases import CASES, render_case
 
 from tokenfleet import render
 from tokenfleet.capacity import PlanError

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from render_cases import render_case
+from tests.support.render_cases import render_case
 
 from tokenfleet import render
 from tokenfleet.capacity import PlanError

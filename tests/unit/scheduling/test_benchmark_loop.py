@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from step_timers import Roofline
+from tests.support.step_timers import Roofline
 
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.scheduling.virtual import (

@@ -11,7 +11,7 @@ must the load runs' statistics.
 from __future__ import annotations
 
 import pytest
-from step_timers import Roofline
+from tests.support.step_timers import Roofline
 
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
 from tokenfleet.scheduling.lazy import LazyScheduler

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from step_timers import Roofline
+from tests.support.step_timers import Roofline
 
 from tokenfleet.capacity import PlanRequest, get_gpu, load, load_model, planner
 from tokenfleet.scheduling.core import SchedulerConfig, SimRequest

@@ -9,7 +9,7 @@ preemption, and with pages of one token.
 from __future__ import annotations
 
 import pytest
-from step_timers import Roofline
+from tests.support.step_timers import Roofline
 
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.scheduling.lazy import LazyScheduler

@@ -8,7 +8,7 @@ far), and preempts when the outputs outgrow the cache."""
 from __future__ import annotations
 
 import pytest
-from step_timers import Roofline
+from tests.support.step_timers import Roofline
 
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
 

@@ -6,7 +6,7 @@ head beside the decoders when a whole prefill batch does not fit)."""
 from __future__ import annotations
 
 import pytest
-from step_timers import Roofline
+from tests.support.step_timers import Roofline
 
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.scheduling.lazy import LazyScheduler

@@ -14,7 +14,7 @@ from tokenfleet.autoscale.fleetsim.traces import load_csv
 from tokenfleet.cli import build_parser, main
 from tokenfleet.commands.autoscale_sim import options
 
-EXAMPLE = Path(__file__).parents[3] / "examples" / "llama-3.1-8b-l4-scale-to-zero.yaml"
+EXAMPLE = Path(__file__).parents[4] / "examples" / "llama-3.1-8b-l4-scale-to-zero.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -219,7 +219,7 @@ def test_layout_flags_are_the_plan_commands(
 @pytest.mark.slow
 def test_replay_an_llmservice(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None:
     """-f: model, GPU, layout, SLO and autoscaling bounds come from the resource."""
-    example = Path(__file__).parents[3] / "examples" / "qwen3-32b-sglang.yaml"
+    example = Path(__file__).parents[4] / "examples" / "qwen3-32b-sglang.yaml"
     doc = _json(capsys, "-f", str(example), "--trace", str(short_csv), "--policy", "static",
                 "--no-frontier")  # fmt: skip
     setup = doc["setup"]

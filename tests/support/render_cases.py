@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tokenfleet.commands.render import Rendered, load_documents, render_documents
 
-CASES_DIR = Path(__file__).parent / "cases"
-GOLDEN_DIR = Path(__file__).parent / "golden"
+CASES_DIR = Path(__file__).parents[1] / "unit" / "render" / "cases"
+GOLDEN_DIR = Path(__file__).parents[1] / "unit" / "render" / "golden"
 CASES = sorted(p.stem for p in CASES_DIR.glob("*.yaml"))
 
 
