@@ -42,7 +42,6 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from tests.support.plan_cases import GPUS, MODELS, WORKLOADS, plan_row
-
 from tokenfleet.capacity import (
     PlanError,
     PlanRequest,

@@ -28,7 +28,6 @@ from kmock import Server, resource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.support
 from tests.support.operator_harness import kubeconfig_for
-
 from tokenfleet.testing.kmock_cluster import LLMSERVICES, Cluster
 
 COUNT = int(os.environ.get("TOKENFLEET_BENCH_SERVICES", "500"))

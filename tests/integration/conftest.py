@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 from kmock import Server
-from tests.support.operator_harness import NAMESPACE, RunningOperator, StartOperator, kubeconfig_for
 
+from tests.support.operator_harness import NAMESPACE, RunningOperator, StartOperator, kubeconfig_for
 from tokenfleet.controller.autoscaler import AutoscalerOptions, Autoscalers
 from tokenfleet.controller.handlers import Credentials, Drift, Options, build_registry
 from tokenfleet.controller.kube import KubeClient

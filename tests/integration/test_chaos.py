@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 from kmock import Server
-from test_operator import DEPLOYMENTS, LLMS_PATH, SERVICES, example, owned
+
+from tests.support.cluster_objects import DEPLOYMENTS, LLMS_PATH, SERVICES, example, owned
 from tests.support.operator_harness import NAMESPACE, kubeconfig_for
 from tests.support.operator_process import OperatorProcess, peak_rss_mib
-
 from tokenfleet.testing.kmock_cluster import LLMSERVICES, Cluster
 
 RSS_LIMIT_MIB = 300 * 1000**2 / 1024**2  # "300 MB" of the issue, in MiB

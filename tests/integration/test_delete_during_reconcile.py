@@ -9,9 +9,8 @@ whose result is `gone`.
 
 from __future__ import annotations
 
-from test_operator import DEPLOYMENTS, LLMS_PATH, PDBS, SERVICES, create, example
+from tests.support.cluster_objects import DEPLOYMENTS, LLMS_PATH, PDBS, SERVICES, create, example
 from tests.support.operator_harness import NAMESPACE, RunningOperator, StartOperator, eventually
-
 from tokenfleet.testing.kmock_cluster import Cluster
 
 NAME = "llama-3-1-8b"

@@ -3,9 +3,8 @@ travels in the Pipeline into the shared desired-state function (render/desired.p
 
 from __future__ import annotations
 
-from test_operator import DEPLOYMENTS, create, example
+from tests.support.cluster_objects import DEPLOYMENTS, create, example
 from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
-
 from tokenfleet.controller.reconcile import Pipeline
 from tokenfleet.engines.images import with_overrides
 from tokenfleet.testing.kmock_cluster import Cluster

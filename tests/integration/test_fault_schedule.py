@@ -14,10 +14,10 @@ from typing import Any
 
 import yaml
 from kmock import Server
-from test_operator import LLMS_PATH, example, owned
+
+from tests.support.cluster_objects import LLMS_PATH, example, owned
 from tests.support.operator_harness import NAMESPACE, kubeconfig_for
 from tests.support.operator_process import OperatorProcess
-
 from tokenfleet.controller.reconcile import Pipeline, own
 from tokenfleet.render.desired import Cluster as Serves
 from tokenfleet.render.desired import desired

@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
-from test_operator import create, example
-from tests.support.operator_harness import NAMESPACE, RunningOperator, eventually
 
+from tests.support.cluster_objects import create, example
+from tests.support.operator_harness import NAMESPACE, RunningOperator, eventually
 from tokenfleet.controller.handlers import Credentials, Options, build_registry
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.metrics import Metrics

@@ -15,11 +15,11 @@ from typing import Any
 
 import yaml
 from kmock import Server
-from test_operator import create, example
+
+from tests.support.cluster_objects import create, example
 from tests.support.fake_prometheus import FakePrometheus
 from tests.support.operator_harness import NAMESPACE, kubeconfig_for
 from tests.support.operator_process import OperatorProcess
-
 from tokenfleet.testing.kmock_cluster import PEERINGS, Cluster
 
 WRITES = {"POST", "PUT", "PATCH", "DELETE"}

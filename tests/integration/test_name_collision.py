@@ -6,9 +6,8 @@ were free); once the first is deleted, the second is reconciled."""
 
 from __future__ import annotations
 
-from test_operator import DEPLOYMENTS, LLMS_PATH, condition, create, example
+from tests.support.cluster_objects import DEPLOYMENTS, LLMS_PATH, condition, create, example
 from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
-
 from tokenfleet.testing.kmock_cluster import LWS, Cluster
 
 MULTI = "llama-3-1-405b"  # its LeaderWorkerSet: llama-3-1-405b-lws

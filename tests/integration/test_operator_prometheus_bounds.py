@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 import yaml
 from kmock import Server
-from test_operator import LLMS_PATH, condition, create, example, patch
+
+from tests.support.cluster_objects import LLMS_PATH, condition, create, example, patch
 from tests.support.fake_prometheus import FakePrometheus
 from tests.support.operator_harness import NAMESPACE, kubeconfig_for
 from tests.support.operator_process import OperatorProcess, peak_rss_mib
-
 from tokenfleet.testing.kmock_cluster import Cluster
 
 RSS_LIMIT_MIB = 300.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from test_operator import (
+from tests.support.cluster_objects import (
     DEPLOYMENTS,
     LLMS_PATH,
     SERVICES,
@@ -27,7 +27,6 @@ from test_operator import (
     patch,
 )
 from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
-
 from tokenfleet.testing.kmock_cluster import HTTPROUTES, INFERENCEPOOLS, PODMONITORS, Cluster
 
 NAME = "llama-3-1-8b-zero"

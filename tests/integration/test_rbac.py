@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 import yaml
-from test_autoscaler import URL, Source, StubPolicy
-from test_operator import PVCS, condition, create, example, llms
-from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 
+from tests.support.autoscaler_stubs import URL, Source, StubPolicy
+from tests.support.cluster_objects import PVCS, condition, create, example, llms
+from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 from tokenfleet.controller.kube import PLURALS
 from tokenfleet.controller.ownership import RENDERED_KINDS
 from tokenfleet.render.routing import DEFAULT_PICKER_ROLE, LEADER_ELECTION_SUFFIX

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_operator import condition, create, example, owned
-from tests.support.operator_harness import StartOperator, eventually
 
+from tests.support.cluster_objects import condition, create, example, owned
+from tests.support.operator_harness import StartOperator, eventually
 from tokenfleet.testing.kmock_cluster import Cluster
 
 

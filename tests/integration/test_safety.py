@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import kopf
 import yaml
-from test_operator import (
+
+from tests.support.cluster_objects import (
     DEPLOYMENTS,
     LLMS_PATH,
     PVCS,
@@ -30,7 +31,6 @@ from test_operator import (
     patch,
 )
 from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
-
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.reconcile import Pipeline, Policy
 from tokenfleet.testing.kmock_cluster import LWS, Cluster

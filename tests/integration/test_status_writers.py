@@ -12,10 +12,10 @@ import asyncio
 import logging
 
 import kopf
-from test_autoscaler import NAME, URL, Source, StubPolicy, autoscaled, status
-from test_operator import DEPLOYMENTS, LLMS_PATH, condition, create, example, patch
-from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 
+from tests.support.autoscaler_stubs import NAME, URL, Source, StubPolicy, autoscaled, status
+from tests.support.cluster_objects import DEPLOYMENTS, LLMS_PATH, condition, create, example, patch
+from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 from tokenfleet.autoscale.types import Decision, History
 from tokenfleet.controller import status as st
 from tokenfleet.controller.autoscaler import compose_autoscaler_status

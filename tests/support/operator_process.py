@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.operator_harness import WAIT_SECONDS
-
 from tokenfleet.testing.kmock_cluster import Cluster
 
 

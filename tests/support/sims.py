@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
 from tests.support.real_vllm import free_port
 
 SIM_STARTUP_TIMEOUT_S = 30.0

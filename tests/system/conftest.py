@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from tests.support.prometheus import prometheus  # noqa: F401  (re-exported session fixture)
 from tests.support.real_vllm import RealVllm, start_real_vllm
 from tests.support.sims import SimProcess, launch_sim

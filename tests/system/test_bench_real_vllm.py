@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.support.real_vllm import RealVllm
 
+from tests.support.real_vllm import RealVllm
 from tokenfleet.cli import main
 
 pytestmark = [pytest.mark.system, pytest.mark.engines]

@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 import yaml
 from test_manifests_validate import VERSIONS, run_validator
+
 from tests.support.chart_render import (
     CHART,
     COMBINATIONS,
@@ -27,7 +28,6 @@ from tests.support.chart_render import (
     of_kind,
     render,
 )
-
 from tokenfleet.api.crd import CRD_FILE, render_crd_yaml
 from tokenfleet.api.gpu import GpuType
 from tokenfleet.capacity.overlay import FIELDS

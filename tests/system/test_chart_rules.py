@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from tests.support.chart_render import of_kind, render
 
 VALUES = {"prometheusRule": {"enabled": True}}  # TTFT SLO 1.0 s, objective 0.99, burn 14.4

@@ -15,8 +15,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from tests.support.crd_checker import CrdValidator, structural_problems
 
+from tests.support.crd_checker import CrdValidator, structural_problems
 from tokenfleet.api import SpecError, parse_llmservice, to_plan_request
 from tokenfleet.api.crd import CRD_FILE, render_crd_yaml
 from tokenfleet.cli import main

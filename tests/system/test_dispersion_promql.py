@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.support.prometheus import running_prometheus
 
+from tests.support.prometheus import running_prometheus
 from tokenfleet.autoscale import dispersion
 from tokenfleet.autoscale.signals import arrival_dispersion_query, selector
 from tokenfleet.engines import engine_info

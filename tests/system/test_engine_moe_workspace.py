@@ -12,8 +12,8 @@ import json
 import subprocess
 
 import pytest
-from tests.support.real_vllm import engines_python
 
+from tests.support.real_vllm import engines_python
 from tokenfleet.capacity import load_model
 from tokenfleet.capacity.catalog import catalog_ids
 from tokenfleet.capacity.memory import moe_workspace_per_token

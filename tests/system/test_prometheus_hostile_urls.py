@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.support.prometheus import Prometheus, running_prometheus
 
+from tests.support.prometheus import Prometheus, running_prometheus
 from tokenfleet.api.prometheus_url import FIELD
 from tokenfleet.localfleet import procs
 from tokenfleet.localfleet.demo import load_llmservice

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from tests.support.prometheus import Prometheus, running_prometheus
 
 pytestmark = pytest.mark.system

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support.crd_checker import CrdValidator
 
+from tests.support.crd_checker import CrdValidator
 from tokenfleet.commands.render import load_documents, render_documents
 
 REPO = Path(__file__).resolve().parents[2]

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from tests.support.prometheus import Prometheus, running_prometheus
 from tests.support.sims import SimProcess, launch_sim
-
 from tokenfleet.autoscale.prometheus import (
     EmptyResult,
     NonFiniteValue,

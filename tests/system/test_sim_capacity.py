@@ -12,8 +12,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.support.sims import SimProcess
 
+from tests.support.sims import SimProcess
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model, plan
 from tokenfleet.capacity.overheads import request_overhead_s
 

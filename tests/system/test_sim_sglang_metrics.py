@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.support.real_vllm import engines_python
 
+from tests.support.real_vllm import engines_python
 from tokenfleet.sim.exporter import SglangMetrics
 
 pytestmark = [pytest.mark.system, pytest.mark.engines]

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
 from tests.support.real_vllm import RealVllm
 from tests.support.sims import SimProcess
 

@@ -6,8 +6,8 @@ cheapest fixed fleet that reaches its attainment (without it: 1.34-1.35x on thes
 from __future__ import annotations
 
 import pytest
-from tests.support.burst_trace import burst_trace
 
+from tests.support.burst_trace import burst_trace
 from tokenfleet.autoscale.fleetsim.policies import Static, Tokenfleet
 from tokenfleet.autoscale.fleetsim.run import SimOptions, prepare, run_policy
 

@@ -7,8 +7,8 @@ import math
 import random
 
 import pytest
-from tests.support.policy_helpers import CAPACITY, fleet, signals, spec
 
+from tests.support.policy_helpers import CAPACITY, fleet, signals, spec
 from tokenfleet.autoscale import dispersion
 from tokenfleet.autoscale.fleetsim import observed
 from tokenfleet.autoscale.policy import DEFAULTS, decide

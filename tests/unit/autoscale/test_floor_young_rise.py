@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.support.policy_helpers import first_history, fleet, run_sequence, spec
-
 from tokenfleet.autoscale.bursts import BurstMemory
 
 QUIET, HIGH = 1.0, 40.0  # req/s; HIGH is five times the bursts' 8 req/s

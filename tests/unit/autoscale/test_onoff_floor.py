@@ -7,8 +7,8 @@ them 1.10-1.15x, tests/bench/bench_onoff_trace.py)."""
 from __future__ import annotations
 
 import pytest
-from tests.support.onoff_trace import onoff_trace
 
+from tests.support.onoff_trace import onoff_trace
 from tokenfleet.autoscale.fleetsim.policies import Static
 from tokenfleet.autoscale.fleetsim.run import SimOptions, make_autoscaler, prepare, run_policy
 

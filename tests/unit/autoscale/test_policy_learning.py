@@ -7,8 +7,8 @@ import math
 from dataclasses import replace
 
 import pytest
-from tests.support.policy_helpers import CAPACITY, first_history, fleet, signals, spec
 
+from tests.support.policy_helpers import CAPACITY, first_history, fleet, signals, spec
 from tokenfleet.autoscale.policy import DEFAULTS, decide
 from tokenfleet.autoscale.types import CapacityEstimate, History
 

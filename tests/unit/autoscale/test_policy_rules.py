@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from tests.support.policy_helpers import first_history, fleet, run_sequence, signals, spec
 
+from tests.support.policy_helpers import first_history, fleet, run_sequence, signals, spec
 from tokenfleet.autoscale.policy import DEFAULTS, decide
 from tokenfleet.autoscale.types import History, Recommendation
 

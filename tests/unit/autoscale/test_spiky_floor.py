@@ -9,8 +9,8 @@ spikes are absorbed (seed 2: 96.62% for 6.53 GPU-hours before the rule, one repl
 from __future__ import annotations
 
 import pytest
-from tests.support.onoff_trace import spiky_trace
 
+from tests.support.onoff_trace import spiky_trace
 from tokenfleet.autoscale.fleetsim.policies import Static
 from tokenfleet.autoscale.fleetsim.run import SimOptions, make_autoscaler, prepare, run_policy
 

@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from tests.support.policy_helpers import first_history, fleet, signals
 
+from tests.support.policy_helpers import first_history, fleet, signals
 from tokenfleet.api.spec import LLMServiceSpec
 from tokenfleet.autoscale.policy import decide
 from tokenfleet.autoscale.types import Decision, FleetState, History

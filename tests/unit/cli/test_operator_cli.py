@@ -5,21 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture
-def busy_port() -> Iterator[int]:
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        yield held.getsockname()[1]
 
 
 def _operator(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:

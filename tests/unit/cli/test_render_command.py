@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.support.render_cases import CASES_DIR
 
+from tests.support.render_cases import CASES_DIR
 from tokenfleet.cli import main
 
 REPO = Path(__file__).resolve().parents[3]

@@ -11,6 +11,7 @@ import os
 
 import pytest
 import yaml
+
 from tests.support.render_cases import CASES, GOLDEN_DIR, render_case
 
 UPDATE = os.environ.get("TOKENFLEET_UPDATE_GOLDEN") == "1"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from tests.support.render_cases import CASES_DIR
 
+from tests.support.render_cases import CASES_DIR
 from tokenfleet.commands.render import render_documents
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support.render_cases import CASES_DIR
 
+from tests.support.render_cases import CASES_DIR
 from tokenfleet.commands.render import load_documents, render_documents
 
 REPO = Path(__file__).resolve().parents[3]

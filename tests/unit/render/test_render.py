@@ -10,8 +10,8 @@ import dataclasses
 from typing import Any
 
 import pytest
-from tests.support.render_cases import CASES, render_case
 
+from tests.support.render_cases import CASES, render_case
 from tokenfleet import render
 from tokenfleet.capacity import PlanError
 from tokenfleet.commands.render import Rendered

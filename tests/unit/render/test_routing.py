@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support.render_cases import render_case
 
+from tests.support.render_cases import render_case
 from tokenfleet import render
 from tokenfleet.capacity import PlanError
 from tokenfleet.engines import engine_info

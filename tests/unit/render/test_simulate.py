@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support.render_cases import render_case
 
+from tests.support.render_cases import render_case
 from tokenfleet.api import parse_llmservice
 from tokenfleet.api.engine import simulator_image
 from tokenfleet.capacity.errors import PlanError

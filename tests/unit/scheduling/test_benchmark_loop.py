@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tests.support.step_timers import Roofline
 
+from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.scheduling.virtual import (
     benchmark_loop,

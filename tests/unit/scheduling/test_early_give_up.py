@@ -5,8 +5,8 @@ it still misses it, and some runs that miss stop sooner."""
 from __future__ import annotations
 
 import pytest
-from tests.support.step_timers import Roofline
 
+from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.scheduling.virtual import LoadStats, open_loop
 

@@ -11,8 +11,8 @@ must the load runs' statistics.
 from __future__ import annotations
 
 import pytest
-from tests.support.step_timers import Roofline
 
+from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
 from tokenfleet.scheduling.lazy import LazyScheduler
 from tokenfleet.scheduling.virtual import closed_loop, offline, open_loop

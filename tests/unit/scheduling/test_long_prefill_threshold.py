@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tests.support.step_timers import Roofline
 
+from tests.support.step_timers import Roofline
 from tokenfleet.autoscale.fleetsim.replica import FastReplica, FleetRequest
 from tokenfleet.scheduling.core import Arrival, SchedulerConfig, simulate
 

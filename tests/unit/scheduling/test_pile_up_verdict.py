@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.support.step_timers import Roofline
 
+from tests.support.step_timers import Roofline
 from tokenfleet.capacity import PlanRequest, get_gpu, load, load_model, planner
 from tokenfleet.scheduling.core import SchedulerConfig, SimRequest
 from tokenfleet.scheduling.virtual import _piled_up, closed_loop, open_loop

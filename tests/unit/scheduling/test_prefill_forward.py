@@ -9,8 +9,8 @@ preemption, and with pages of one token.
 from __future__ import annotations
 
 import pytest
-from tests.support.step_timers import Roofline
 
+from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.scheduling.lazy import LazyScheduler
 from tokenfleet.scheduling.virtual import closed_loop, open_loop

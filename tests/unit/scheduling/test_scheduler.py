@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
+from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import (
     Arrival,
     Scheduler,
@@ -14,27 +13,8 @@ from tokenfleet.scheduling.core import (
     simulate,
 )
 
-
-@dataclass(frozen=True)
-class LinearTimer:
-    """A stand-in step model: fixed overhead + per prefill token + per decode context token."""
-
-    base: float = 0.010
-    per_prefill_token: float = 0.0001
-    per_context_token: float = 0.000001
-
-    def step_seconds(
-        self,
-        prefill_tokens: int,
-        decode_seqs: int,
-        decode_context_tokens: int,
-        prefill_attention_pairs: float | None = None,
-    ) -> float:
-        return (
-            self.base
-            + self.per_prefill_token * prefill_tokens
-            + self.per_context_token * decode_context_tokens
-        )
+# A stand-in step model: fixed overhead + per prefill token + per decode context token.
+LINEAR = Roofline(overhead=0.010, per_prefill_token=0.0001, per_context_token=0.000001)
 
 
 def config(
@@ -65,7 +45,7 @@ def request(name: str, prompt: int, out: int, at: float = 0.0) -> SimRequest:
 def test_admission_limits(
     case: str, cfg: SchedulerConfig, prompts: list[int], running: int, waiting: int
 ) -> None:
-    scheduler = Scheduler(cfg, LinearTimer())
+    scheduler = Scheduler(cfg, LINEAR)
     for index, prompt in enumerate(prompts):
         scheduler.add(request(f"r{index}", prompt, 4))
     step = scheduler.schedule(0.0)
@@ -83,7 +63,7 @@ def test_admission_limits(
     ],
 )
 def test_chunked_prefill_splits_a_long_prompt(prompt: int, batched: int, chunks: list[int]) -> None:
-    scheduler = Scheduler(config(batched=batched), LinearTimer())
+    scheduler = Scheduler(config(batched=batched), LINEAR)
     req = request("r", prompt, 3)
     scheduler.add(req)
     seen = []
@@ -98,7 +78,7 @@ def test_chunked_prefill_splits_a_long_prompt(prompt: int, batched: int, chunks:
 
 
 def test_decodes_are_scheduled_before_new_prefill() -> None:
-    scheduler = Scheduler(config(batched=64), LinearTimer())
+    scheduler = Scheduler(config(batched=64), LINEAR)
     old = request("old", 16, 10)
     scheduler.add(old)
     first = scheduler.schedule(0.0)
@@ -116,7 +96,7 @@ def test_decodes_are_scheduled_before_new_prefill() -> None:
 def test_preemption_recomputes_the_newest_request_when_kv_runs_out() -> None:
     # 6 blocks = 96 tokens. Two requests of 30-token prompts each grow to 30 + 40 = 70
     # tokens (5 blocks): both are admitted (2 blocks each) but cannot both finish.
-    scheduler = Scheduler(config(kv=96, max_len=96), LinearTimer())
+    scheduler = Scheduler(config(kv=96, max_len=96), LINEAR)
     older, newer = request("older", 30, 40), request("newer", 30, 40)
     scheduler.add(older)
     scheduler.add(newer)
@@ -138,7 +118,7 @@ def test_preemption_recomputes_the_newest_request_when_kv_runs_out() -> None:
 
 
 def test_preempted_request_recomputes_prompt_and_generated_tokens() -> None:
-    scheduler = Scheduler(config(kv=96, max_len=96), LinearTimer())
+    scheduler = Scheduler(config(kv=96, max_len=96), LINEAR)
     older, newer = request("older", 30, 40), request("newer", 30, 40)
     scheduler.add(older)
     scheduler.add(newer)
@@ -163,8 +143,8 @@ def test_preempted_request_recomputes_prompt_and_generated_tokens() -> None:
 @pytest.mark.parametrize("seqs", [1, 2, 4])
 def test_queueing_raises_ttft(seqs: int) -> None:
     arrivals = [Arrival(0.0, 500, 20) for _ in range(8)]
-    alone = simulate(config(seqs=seqs), LinearTimer(), arrivals[:1])[0]
-    crowd = simulate(config(seqs=seqs), LinearTimer(), arrivals)
+    alone = simulate(config(seqs=seqs), LINEAR, arrivals[:1])[0]
+    crowd = simulate(config(seqs=seqs), LINEAR, arrivals)
     assert alone.first_token_at is not None
     ttfts = [r.first_token_at - r.arrival for r in crowd if r.first_token_at is not None]
     assert len(ttfts) == 8
@@ -181,14 +161,14 @@ def test_queueing_raises_ttft(seqs: int) -> None:
 def test_output_length_is_max_tokens_or_context_limit(
     prompt: int, max_tokens: int, max_len: int, expected: int
 ) -> None:
-    (req,) = simulate(config(max_len=max_len), LinearTimer(), [Arrival(0.0, prompt, max_tokens)])
+    (req,) = simulate(config(max_len=max_len), LINEAR, [Arrival(0.0, prompt, max_tokens)])
     assert req.output_tokens == expected
     assert len(req.token_times) == expected
     assert req.token_times == sorted(req.token_times)
 
 
 def test_decode_step_times_follow_the_timer() -> None:
-    timer = LinearTimer()
+    timer = LINEAR
     (req,) = simulate(config(), timer, [Arrival(0.0, 100, 4)])
     assert req.first_token_at == pytest.approx(timer.step_seconds(100, 0, 0))
     gaps = [b - a for a, b in zip(req.token_times, req.token_times[1:], strict=False)]
@@ -196,7 +176,7 @@ def test_decode_step_times_follow_the_timer() -> None:
 
 
 def test_abort_frees_blocks_and_forgets_the_request() -> None:
-    scheduler = Scheduler(config(kv=256, max_len=256), LinearTimer())
+    scheduler = Scheduler(config(kv=256, max_len=256), LINEAR)
     a, b = request("a", 40, 10), request("b", 40, 10)
     scheduler.add(a)
     scheduler.add(b)
@@ -212,11 +192,11 @@ def test_abort_frees_blocks_and_forgets_the_request() -> None:
 
 def test_kv_smaller_than_max_model_len_is_refused() -> None:
     with pytest.raises(ValueError, match=r"kv_cache_tokens=64 .* max_model_len=128"):
-        Scheduler(config(kv=64, max_len=128), LinearTimer())
+        Scheduler(config(kv=64, max_len=128), LINEAR)
 
 
 def test_same_arrivals_give_the_same_timeline() -> None:
     arrivals = [Arrival(i * 0.01, 50 + 7 * i, 10 + i) for i in range(20)]
-    first = simulate(config(kv=512, seqs=4, max_len=512), LinearTimer(), arrivals)
-    second = simulate(config(kv=512, seqs=4, max_len=512), LinearTimer(), arrivals)
+    first = simulate(config(kv=512, seqs=4, max_len=512), LINEAR, arrivals)
+    second = simulate(config(kv=512, seqs=4, max_len=512), LINEAR, arrivals)
     assert [r.token_times for r in first] == [r.token_times for r in second]

@@ -8,8 +8,8 @@ far), and preempts when the outputs outgrow the cache."""
 from __future__ import annotations
 
 import pytest
-from tests.support.step_timers import Roofline
 
+from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
 
 TIMER = Roofline(0.01, 1e-5, 1e-4)

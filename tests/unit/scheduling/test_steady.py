@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from tests.support.step_timers import Roofline
 
+from tests.support.step_timers import Roofline
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model, plan, step_model
 from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer

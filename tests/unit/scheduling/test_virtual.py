@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from tests.support.step_timers import Roofline
 
+from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
 from tokenfleet.scheduling.virtual import closed_loop, open_loop
 

@@ -6,26 +6,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["make", "--no-print-directory", "-C", str(ROOT), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
+from tests.support.make import make
 
 
 def test_make_demo_installs_the_demo_extra_only() -> None:
     # -B: as on a fresh clone (every stamp out of date); -n: print the recipes, run nothing.
-    done = _make("-n", "-B", "demo")
+    done = make("-n", "-B", "demo")
     assert done.returncode == 0, done.stderr
     installs = [line for line in done.stdout.splitlines() if "pip install" in line and "-e" in line]
     assert installs and all("'.[demo]'" in line for line in installs), installs
@@ -49,6 +37,6 @@ def test_make_prometheus_leaves_an_installed_prometheus_service_alone(tmp_path: 
         script.chmod(0o755)
     make_dir = Path(shutil.which("make") or "/usr/bin/make").parent
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{make_dir}{os.pathsep}/bin"}
-    done = _make("prometheus", env=env)
+    done = make("prometheus", env=env)
     assert done.returncode == 0, done.stderr
     assert not calls.exists(), calls.read_text()

@@ -6,31 +6,21 @@ linted by hadolint in tests/system/test_images_lint.py.)"""
 from __future__ import annotations
 
 import re
-import subprocess
 import tomllib
 from pathlib import Path
 
 import yaml
 from packaging.requirements import Requirement
 
+from tests.support.make import make
 from tokenfleet.api.engine import simulator_image
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _make(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["make", "--no-print-directory", "-C", str(ROOT), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def _tags() -> dict[str, str]:
     """Dockerfile directory -> the tag `make image` gives its build."""
-    run = _make("-n", "image")
+    run = make("-n", "image")
     assert run.returncode == 0, run.stderr
     builds = re.findall(r"build -f images/(\S+)/Dockerfile -t (\S+) \.", run.stdout)
     return dict(builds)
@@ -55,7 +45,7 @@ def test_the_simulated_engines_image_is_what_make_image_tags() -> None:
 
 
 def test_without_a_container_engine_make_image_says_so_in_one_line(tmp_path: Path) -> None:
-    run = _make("image", f"DOCKER={tmp_path / 'no-docker'}")
+    run = make("image", f"DOCKER={tmp_path / 'no-docker'}")
     assert run.returncode != 0
     first = run.stderr.strip().splitlines()[0]
     assert first.startswith("make image: no container engine answers") and "DOCKER=podman" in first

@@ -16,21 +16,12 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.sim.server import SimSettings, build_app
 
-
-class FlatTimer:
-    """10 ms per step plus 0.1 ms per prefill token."""
-
-    def step_seconds(
-        self,
-        prefill_tokens: int,
-        decode_seqs: int,
-        decode_context_tokens: int,
-        prefill_attention_pairs: float | None = None,
-    ) -> float:
-        return 0.010 + 0.0001 * prefill_tokens
+# 10 ms per step plus 0.1 ms per prefill token.
+FLAT = Roofline(overhead=0.010, per_prefill_token=0.0001)
 
 
 class ManualClock:
@@ -68,7 +59,7 @@ async def make_client() -> AsyncIterator[ClientFactory]:
     async def make(s: SimSettings | None = None, real_clock: bool = False) -> TestClient[Any, Any]:
         clock = None if real_clock else ManualClock()
         client: TestClient[Any, Any] = TestClient(
-            TestServer(build_app(s or settings(), FlatTimer(), clock))
+            TestServer(build_app(s or settings(), FLAT, clock))
         )
         await client.start_server()
         clients.append(client)
@@ -239,9 +230,9 @@ async def test_metrics_count_requests_in_simulated_seconds(
     # (10.4 ms; wall-clock seconds at time_scale 1000 would be ~1000x smaller), and no
     # request waits longer than a full wave of 8 x 10 tokens ahead of it on 8 seats
     # (10 steps of at most 10 + 0.1 x 8 x 4 ms) plus its own prefill.
-    one_prefill = FlatTimer().step_seconds(4, 0, 0)
+    one_prefill = FLAT.step_seconds(4, 0, 0)
     assert values[f"{ttft}_sum"] >= 12 * one_prefill
-    wave = 10 * FlatTimer().step_seconds(8 * 4, 8, 0)
+    wave = 10 * FLAT.step_seconds(8 * 4, 8, 0)
     assert values[f"{ttft}_sum"] <= 12 * (wave + one_prefill * 2)
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
+from tests.support.sim_args import sim_args
 from tokenfleet.capacity import PlanError
-from tokenfleet.cli import build_parser, main
+from tokenfleet.cli import main
 from tokenfleet.sim.setup import settings_from_args
 from tokenfleet.sim.tokens import (
     FILLER_WORDS,
@@ -16,11 +15,6 @@ from tokenfleet.sim.tokens import (
     count_prompt_tokens,
     count_text_tokens,
 )
-
-
-def sim_args(*extra: str) -> argparse.Namespace:
-    base = ["sim", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "l4"]
-    return build_parser().parse_args([*base, *extra])
 
 
 @pytest.mark.parametrize(

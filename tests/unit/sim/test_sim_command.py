@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
-from test_setup_and_tokens import sim_args
 
+from tests.support.sim_args import sim_args
 from tokenfleet.capacity import PlanError
 from tokenfleet.sim.setup import plan_for, settings_from_args
 
@@ -35,14 +33,6 @@ def test_pp_quantization_and_kv_dtype_reach_the_plan() -> None:
 def test_refused_like_plan(extra: list[str], fragment: str) -> None:
     with pytest.raises(PlanError, match=fragment.replace(".", r"\.")):
         plan_for(sim_args(*extra))
-
-
-@pytest.fixture
-def busy_port() -> Iterator[int]:
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        yield held.getsockname()[1]
 
 
 def _sim(*argv: str) -> subprocess.CompletedProcess[str]:
