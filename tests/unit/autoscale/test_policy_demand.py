@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 import pytest
-from policy_helpers import first_history, fleet, signals, spec
 
+from tests.support.policy_helpers import first_history, fleet, signals, spec
 from tokenfleet.autoscale.policy import DEFAULTS, decide
 from tokenfleet.autoscale.types import Decision, History
 

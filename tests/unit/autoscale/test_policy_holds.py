@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policy_helpers import first_history, fleet, signals, spec
-
+from tests.support.policy_helpers import first_history, fleet, signals, spec
 from tokenfleet.autoscale.policy import decide
 from tokenfleet.autoscale.types import Signals
 

@@ -4,8 +4,7 @@ exceed what the fleet finishes."""
 
 from __future__ import annotations
 
-from policy_helpers import first_history, fleet, signals, spec
-
+from tests.support.policy_helpers import first_history, fleet, signals, spec
 from tokenfleet.autoscale.attainability import Ceiling
 from tokenfleet.autoscale.policy import decide
 from tokenfleet.autoscale.types import History
