@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_render import NAMESPACE, RELEASE, chart
 
+from tests.support.chart_render import NAMESPACE, RELEASE, chart
 from tokenfleet.localfleet.emulated import EmulatedApi
 
 pytestmark = pytest.mark.system
