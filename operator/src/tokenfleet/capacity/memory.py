@@ -20,6 +20,7 @@ from tokenfleet.capacity.kv import (
     vllm_max_concurrency,
     vllm_tokens,
 )
+from tokenfleet.capacity.lora import LoraSlots, stage_bytes
 from tokenfleet.capacity.quantization import WeightFormat
 from tokenfleet.capacity.types import GIB, MemoryBreakdown
 
@@ -42,6 +43,8 @@ class Settings:
     # MoE experts placed whole on the TP ranks (vLLM --enable-expert-parallel, SGLang
     # --ep-size = TP) instead of each one sliced across them.
     expert_parallel: bool = False
+    # LoRA adapter slots the engine preallocates (capacity/lora.py); None: LoRA off.
+    lora: LoraSlots | None = None
 
 
 @dataclass(frozen=True)
@@ -145,16 +148,22 @@ def evaluate(
     total = gpu.memory_gib * GIB
     weights = weights_per_stage(arch, fmt, layout.tp, layout.pp, s.expert_parallel)
     act_b = min(fmt.dtype_bytes, 2.0)
+    lora = [0.0] * layout.pp
+    if s.lora is not None:
+        # In the model's dtype (vLLM's lora_dtype "auto", SGLang's model_runner dtype).
+        lora = stage_bytes(
+            arch, s.lora, profile.engine, layout.tp, layout.pp, fmt.dtype_bytes, s.expert_parallel
+        )
     best: Evaluation | None = None
     for stage, ((full, sliding), w) in enumerate(
         zip(stage_layers(arch, layout.pp), weights, strict=True)
     ):
         last = stage == layout.pp - 1
         if profile.engine == "sglang":
-            ev = _sglang_stage(arch, profile, layout, s, total, w, full + sliding)
+            ev = _sglang_stage(arch, profile, layout, s, total, w, full + sliding, lora[stage])
         else:
             act = activation_bytes(arch, profile, layout.tp, s, last, act_b)
-            ev = _vllm_stage(arch, profile, layout, s, total, w, act, full, sliding)
+            ev = _vllm_stage(arch, profile, layout, s, total, w, act, full, sliding, lora[stage])
         if best is None or ev.kv_tokens < best.kv_tokens:
             best = ev
     assert best is not None
@@ -178,11 +187,13 @@ def _vllm_stage(
     act: float,
     full: int,
     sliding: int,
+    lora: float = 0.0,
 ) -> Evaluation:
     budget = total * s.memory_fraction
     non_torch = profile.non_torch_gib(layout.tp) * GIB
     graphs = cuda_graph_bytes(full + sliding, layout.tp)
-    kv = budget - weights - act - non_torch - (graphs if profile.cuda_graphs_in_budget else 0.0)
+    in_budget = graphs if profile.cuda_graphs_in_budget else 0.0
+    kv = budget - weights - lora - act - non_torch - in_budget
     kv_layout = vllm_layout(arch, full, sliding, layout.tp, s.kv_bytes)
     blocks, tokens = vllm_tokens(kv_layout, max(kv, 0.0))
     concurrency = vllm_max_concurrency(
@@ -196,6 +207,7 @@ def _vllm_stage(
         cuda_graphs=graphs,
         kv_cache=kv,
         cuda_graphs_in_budget=profile.cuda_graphs_in_budget,
+        lora=lora,
     )
     return Evaluation(layout, memory, tokens, kv_layout.bytes_per_token, concurrency, 0.0)
 
@@ -208,10 +220,11 @@ def _sglang_stage(
     total: float,
     weights: float,
     layers: int,
+    lora: float = 0.0,
 ) -> Evaluation:
     init = (profile.init_overhead_gib + profile.init_overhead_per_rank_gib * layout.tp) * GIB
     free_at_start = total - init
-    rest = free_at_start * s.memory_fraction - weights
+    rest = free_at_start * s.memory_fraction - weights - lora
     cell = layers * layer_token_bytes(arch, layout.tp, s.kv_bytes)
     tokens = int(max(rest, 0.0) // cell)
     memory = MemoryBreakdown(
@@ -222,5 +235,6 @@ def _sglang_stage(
         cuda_graphs=0.0,
         kv_cache=rest,
         cuda_graphs_in_budget=True,
+        lora=lora,
     )
     return Evaluation(layout, memory, tokens, cell, tokens / s.max_model_len, 0.0)

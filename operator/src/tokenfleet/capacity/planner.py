@@ -34,6 +34,9 @@ from tokenfleet.capacity.load import (
     search_start,
 )
 from tokenfleet.capacity.long_prefill import long_prefill_threshold
+from tokenfleet.capacity.lora import LoraSlots, adapter_bytes, resolve
+from tokenfleet.capacity.lora import step_seconds as lora_step_seconds
+from tokenfleet.capacity.lora_plan import plan_with_adapters
 from tokenfleet.capacity.memory import (
     CUDA_CONTEXT_GIB,
     Evaluation,
@@ -146,6 +149,7 @@ class _Context:
     per_node: int
     batched: int
     max_seqs_default: int
+    lora: LoraSlots | None = None
 
 
 def _memory_fraction(ctx: _Context, lay: Layout) -> float:
@@ -161,7 +165,7 @@ def _memory_fraction(ctx: _Context, lay: Layout) -> float:
         default = sglang_default_mem_fraction(gpu, ctx.batched, lay.tp, lay.pp, ctx.profile.version)
         seqs = req.max_num_seqs or ctx.max_seqs_default
         s = Settings(default, req.max_model_len or req.arch.max_context, ctx.batched, seqs,
-                     ctx.kv_bytes, expert_parallel=req.expert_parallel)  # fmt: skip
+                     ctx.kv_bytes, expert_parallel=req.expert_parallel, lora=ctx.lora)  # fmt: skip
         need = req.input_tokens + req.output_tokens
         return sglang_memory.fraction_for(req.arch, gpu, ctx.profile, ctx.fmt, lay, s, need)
     # vLLM: as high as leaves room for the CUDA context, graphs captured outside the budget
@@ -184,6 +188,7 @@ def _settings(ctx: _Context, lay: Layout, max_len: int) -> Settings:
         seqs,
         ctx.kv_bytes,
         expert_parallel=ctx.req.expert_parallel,
+        lora=ctx.lora,
     )
 
 
@@ -409,7 +414,7 @@ def _gpus(ev: Evaluation) -> int:
 
 
 def _step_model(ctx: _Context, ev: Evaluation) -> StepModel:
-    return build_step_model(
+    step = build_step_model(
         ctx.req.arch,
         ctx.req.gpu,
         ev.layout.tp,
@@ -419,6 +424,16 @@ def _step_model(ctx: _Context, ev: Evaluation) -> StepModel:
         ctx.per_node,
         ctx.profile.step_overhead_s(ev.layout.pp),
     )
+    if ctx.lora is None:
+        return step
+    # Every step pays the LoRA kernels, as if each batch held adapter requests, up to the
+    # slots' worth of distinct adapters (capacity/lora.py step_seconds).
+    lay, req = ev.layout, ctx.req
+    per_adapter = adapter_bytes(req.arch, ctx.lora, req.engine, lay.tp, lay.pp, ctx.fmt.dtype_bytes)
+    active = min(ctx.lora.slots, max(ctx.lora.adapters, 1), req.concurrency)
+    bandwidth = step.bandwidth * 1e9 * step.bandwidth_efficiency
+    extra = lora_step_seconds(req.arch, per_adapter, bandwidth, active)
+    return replace(step, overhead_s=step.overhead_s + extra)
 
 
 def _e2e(ctx: _Context, ev: Evaluation, max_len: int) -> float:
@@ -479,6 +494,8 @@ def _validate(req: PlanRequest) -> None:
 
 def plan(req: PlanRequest) -> Plan:
     """Size one replica for the request. Pure; raises PlanError when nothing fits."""
+    if req.lora is not None:
+        return plan_with_adapters(req, _plan)
     return _plan(req)
 
 
@@ -573,6 +590,7 @@ def _plan(req: PlanRequest, floor_rps: float = 0.0) -> Plan:
         warnings=tuple(warnings),
         request=req,
         expert_parallel=req.expert_parallel,
+        lora=ctx.lora,
     )
 
 
@@ -587,6 +605,7 @@ def _context(req: PlanRequest) -> _Context:
         min(req.max_gpus_per_node or req.gpu.gpus_per_node, req.gpu.gpus_per_node),
         req.max_num_batched_tokens or batched_default,
         seqs_default,
+        resolve(req.lora, req.engine) if req.lora is not None else None,
     )
 
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.gpus import GPU
+from tokenfleet.capacity.lora import LoraRequest, LoraSlots
 
 Engine = Literal["vllm", "sglang"]
 # cost: fewest GPUs in total (replicas x GPUs per replica) that hold the target concurrency,
@@ -65,6 +66,8 @@ class PlanRequest:
     # Requests/s the whole fleet must serve within the SLO: plan() then sizes the fleet
     # (replicas x layout) by cost and returns it in Plan.fleet.
     target_requests_per_second: float | None = None
+    # LoRA adapters served on top of the base model (capacity/lora.py); None: LoRA off.
+    lora: LoraRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class MemoryBreakdown:
     cuda_graphs: float
     kv_cache: float
     cuda_graphs_in_budget: bool
+    lora: float = 0.0  # LoRA adapter slots, preallocated (capacity/lora.py)
 
     @property
     def overhead(self) -> float:
@@ -85,10 +89,10 @@ class MemoryBreakdown:
 
     @property
     def total(self) -> float:
-        return self.weights + self.activation + self.overhead + self.kv_cache
+        return self.weights + self.lora + self.activation + self.overhead + self.kv_cache
 
     def gib(self) -> dict[str, float]:
-        return {
+        doc = {
             "weights": round(self.weights / GIB, 2),
             "activation": round(self.activation / GIB, 2),
             "overhead": round(self.overhead / GIB, 2),
@@ -96,6 +100,9 @@ class MemoryBreakdown:
             "total": round(self.total / GIB, 2),
             "budget": round(self.budget / GIB, 2),
         }
+        if self.lora:
+            doc["lora"] = round(self.lora / GIB, 2)
+        return doc
 
 
 @dataclass(frozen=True)
@@ -228,6 +235,7 @@ class Plan:
     expert_parallel: bool = False  # MoE experts whole on the TP ranks (PlanRequest's)
     # vLLM's --long-prefill-token-threshold (capacity/long_prefill.py); 0: not set
     long_prefill_token_threshold: int = 0
+    lora: LoraSlots | None = None  # the adapter slots the engine preallocates
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of `tokenfleet plan -o json` (engineArgs are added by engines)."""
@@ -258,4 +266,5 @@ class Plan:
             "reason": self.reason,
             "warnings": list(self.warnings),
             **({"fleet": self.fleet.as_dict()} if self.fleet else {}),
+            **({"lora": self.lora.as_dict()} if self.lora else {}),
         }
