@@ -27,6 +27,7 @@ from tokenfleet.capacity.architecture import ModelArch, parse_config
 from tokenfleet.capacity.catalog import load_model
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import get_gpu
+from tokenfleet.capacity.lora import LoraRequest
 from tokenfleet.capacity.types import Plan, PlanRequest
 from tokenfleet.capacity.validate import check_request
 
@@ -79,6 +80,8 @@ SPEC_FIELDS: dict[str, str] = {
     "prefix-hit-rate": "spec.workload.prefixCacheHitRate",
     "ttft-slo-ms": "spec.slo.ttftMs",
     "tpot-slo-ms": "spec.slo.tpotMs",
+    "lora-slots": "spec.lora.maxLoras",
+    "lora-rank": "spec.lora.maxRank",
 }
 SPEC_NAMES: dict[str, str] = {
     "input_tokens": SPEC_FIELDS["input-tokens"],
@@ -222,9 +225,29 @@ def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None
         tpot_slo_ms=spec.slo.tpot_ms,
         max_gpus_per_node=spec.gpu.max_per_node,
         target_requests_per_second=spec.workload.target_requests_per_second,
+        lora=lora_request(service),
     )
     check_request(request, SPEC_NAMES)
     return request
+
+
+def lora_request(service: LLMService) -> LoraRequest | None:
+    """spec.adapters and spec.lora as the planner takes them; None: LoRA off."""
+    spec = service.spec
+    if not spec.lora_enabled:
+        return None
+    lora = spec.lora
+    return LoraRequest(
+        adapters=len(spec.adapters),
+        ranks=tuple(a.rank for a in spec.adapters if a.rank is not None),
+        pinned=sum(a.pinned for a in spec.adapters),
+        slots=lora.max_loras if lora else None,
+        max_rank=lora.max_rank if lora else None,
+        max_cpu_loras=lora.max_cpu_loras if lora else None,
+        target_modules=tuple(lora.target_modules or ()) if lora else (),
+        slots_field="spec.lora.maxLoras",
+        rank_field="spec.lora.maxRank",
+    )
 
 
 def _architecture(service: LLMService, config: Mapping[str, Any] | None) -> ModelArch:

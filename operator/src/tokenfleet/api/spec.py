@@ -6,6 +6,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tokenfleet.api.adapters import (
+    ADAPTER_RULES,
+    MAX_ADAPTERS,
+    AdapterSpec,
+    LoraSpec,
+    check_adapters,
+)
 from tokenfleet.api.autoscaling import AutoscalingSpec
 from tokenfleet.api.base import SpecModel, cel_rules, check, section
 from tokenfleet.api.deploy import PodTemplateSpec, ResourcesSpec, RolloutSpec, StorageSpec
@@ -30,7 +37,7 @@ class LLMServiceSpec(SpecModel):
     """An OpenAI-compatible LLM endpoint served by vLLM or SGLang on GPUs, sized by the
     tokenfleet capacity planner and scaled against its SLO."""
 
-    model_config = ConfigDict(json_schema_extra=cel_rules(ZERO_NEEDS_ROUTING))
+    model_config = ConfigDict(json_schema_extra=cel_rules(ZERO_NEEDS_ROUTING, *ADAPTER_RULES))
 
     model: ModelSpec
     """The model to serve."""
@@ -57,6 +64,14 @@ class LLMServiceSpec(SpecModel):
     """Update strategy."""
     routing: RoutingSpec = section(RoutingSpec)
     """Inference-aware routing (InferencePool + endpoint picker); needed to scale to zero."""
+    adapters: list[AdapterSpec] = Field(
+        default_factory=list,
+        max_length=MAX_ADAPTERS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """LoRA adapters served on top of the base model, each under its own model name."""
+    lora: LoraSpec | None = None
+    """LoRA serving settings (GPU slots, loading). Unset with adapters listed: defaults."""
 
     @model_validator(mode="after")
     def _zero_needs_routing(self) -> LLMServiceSpec:
@@ -65,7 +80,20 @@ class LLMServiceSpec(SpecModel):
             self.autoscaling.min_replicas > 0 or self.routing.enabled,
             f"minReplicas={self.autoscaling.min_replicas}, routing.enabled={self.routing.enabled}",
         )
+        hf = self.model.effective_source.hugging_face
+        check_adapters(
+            self.adapters,
+            self.lora,
+            self.model.effective_served_name,
+            self.engine.kind,
+            hf.token_secret_ref if hf else None,
+        )
         return self
+
+    @property
+    def lora_enabled(self) -> bool:
+        """The engine runs with LoRA slots: adapters are listed or spec.lora is set."""
+        return bool(self.adapters) or self.lora is not None
 
 
 class LLMService(BaseModel):

@@ -173,6 +173,22 @@ class AutoscalingStatus(StatusModel):
     attainability: AttainabilityStatus | None = None
 
 
+class AdapterStatus(StatusModel):
+    """One LoRA adapter of spec.adapters on the serving engine pods (dynamic loading; written
+    by the operator's adapter loop, controller/adapters.py)."""
+
+    name: str
+    state: Literal["Loaded", "Loading", "Failed", "Pending"] | None = None
+    """Loaded: on every serving pod; Loading: on its way; Failed: a pod refused it (retried
+    with backoff); Pending: no pod serves yet."""
+    loaded_replicas: int | None = Field(default=None, ge=0)
+    """Serving engine pods that hold it."""
+    replicas: int | None = Field(default=None, ge=0)
+    """Serving engine pods."""
+    message: str | None = None
+    """Loaded on n of m, or why not (the pod and the engine's answer)."""
+
+
 class LLMServiceStatus(StatusModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -196,6 +212,8 @@ class LLMServiceStatus(StatusModel):
     autoscaling: AutoscalingStatus | None = None
     latest_ttft_ms: float | None = None
     """Latest observed TTFT at slo.quantile, milliseconds."""
+    adapters: list[AdapterStatus] = Field(default_factory=list)
+    """LoRA adapters loaded at runtime: on how many serving pods, or why not."""
 
     def condition(self, type_: ConditionType) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
