@@ -30,9 +30,11 @@ import pytest
 
 from tokenfleet import render
 from tokenfleet.capacity import Plan, PlanRequest, get_gpu, load_model, plan
+from tokenfleet.capacity.lora import LoraRequest
 from tokenfleet.cli import build_parser
 from tokenfleet.commands.render import load_documents, render_documents
 from tokenfleet.engines import Launch, NodeRole, engine_command, sglang, vllm
+from tokenfleet.engines.types import StaticAdapter
 
 REPO = Path(__file__).resolve().parents[2]
 # The examples, and the render unit-test inputs (which exercise every engine option).
@@ -61,7 +63,8 @@ if engine == "vllm":
             "kv_cache_dtype", "dtype", "quantization", "served_model_name",
             "enable_prefix_caching", "distributed_executor_backend", "nnodes", "node_rank",
             "master_addr", "master_port", "headless", "load_format", "enable_expert_parallel",
-            "long_prefill_token_threshold"]
+            "long_prefill_token_threshold", "enable_lora", "max_loras", "max_lora_rank",
+            "max_cpu_loras", "lora_target_modules", "lora_modules"]
     def parse(args):
         ns = make_arg_parser(FlexibleArgumentParser()).parse_args(args)
         if ns.model_tag is not None:
@@ -76,7 +79,9 @@ else:
     keys = ["model_path", "host", "port", "tp_size", "pp_size", "mem_fraction_static",
             "context_length", "max_running_requests", "chunked_prefill_size", "kv_cache_dtype",
             "dtype", "quantization", "served_model_name", "enable_metrics",
-            "disable_radix_cache", "nnodes", "node_rank", "dist_init_addr", "ep_size"]
+            "disable_radix_cache", "nnodes", "node_rank", "dist_init_addr", "ep_size",
+            "enable_lora", "max_loras_per_batch", "max_lora_rank", "lora_target_modules",
+            "lora_paths", "max_loaded_loras"]
     def parse(args):
         parser = argparse.ArgumentParser()
         ServerArgs.add_cli_args(parser)
@@ -193,6 +198,17 @@ def plan_cases() -> list[Case]:
     old = _plan(
         "meta-llama/Llama-3.1-405B", "h100-sxm", engine_version="0.10.2", max_model_len=16384
     )
+    lora = LoraRequest(adapters=3, slots=4, max_rank=64, max_cpu_loras=8)
+    vllm_lora = _plan("meta-llama/Llama-3.1-8B", "h100-sxm", lora=lora)
+    only_attention = LoraRequest(
+        adapters=1, slots=2, max_rank=32, target_modules=("q_proj", "v_proj", "o_proj")
+    )
+    vllm_lora_static = _plan("meta-llama/Llama-3.1-8B", "h100-sxm", lora=only_attention)
+    sg_lora = _plan("meta-llama/Llama-3.1-8B", "h100-sxm", engine="sglang", lora=lora)
+    static = (
+        StaticAdapter("sql", "/model-cache/adapters/sql"),
+        StaticAdapter("chat", "/mnt/adapters/claim/chat", pinned=True),
+    )
     leader = NodeRole(2, 0, "$(LWS_LEADER_ADDRESS)")
     worker = NodeRole(2, "$(LWS_WORKER_INDEX)", "$(LWS_LEADER_ADDRESS)")
 
@@ -208,6 +224,34 @@ def plan_cases() -> list[Case]:
         if "headless" in parsed and parsed.get("master_addr") is not None:
             assert parsed["headless"] is True
             assert parsed["master_addr"] == "llm-0.llm.default"
+
+    def vllm_slots(parsed: dict[str, Any]) -> None:
+        assert parsed["enable_lora"] is True
+        assert (parsed["max_loras"], parsed["max_lora_rank"], parsed["max_cpu_loras"]) == (4, 64, 8)
+        assert parsed["lora_modules"] is None and parsed["lora_target_modules"] is None
+
+    def vllm_static(parsed: dict[str, Any]) -> None:
+        assert (parsed["max_loras"], parsed["max_lora_rank"]) == (2, 32)
+        assert parsed["lora_target_modules"] == ["q_proj", "v_proj", "o_proj"]
+        modules = json.dumps(parsed["lora_modules"])
+        assert "name='sql', path='/model-cache/adapters/sql'" in modules
+        assert "name='chat', path='/mnt/adapters/claim/chat'" in modules
+
+    def sglang_slots(parsed: dict[str, Any]) -> None:
+        assert parsed["enable_lora"] is True
+        # one more than the adapters: a batch's base-model requests take a slot
+        assert (parsed["max_loras_per_batch"], parsed["max_lora_rank"]) == (5, 64)
+        assert parsed["max_loaded_loras"] == 8
+        assert "all" in json.dumps(parsed["lora_target_modules"])
+
+    def sglang_static(parsed: dict[str, Any]) -> None:
+        sglang_slots(parsed)
+        paths = json.dumps(parsed["lora_paths"])
+        assert "sql" in paths and "/model-cache/adapters/sql" in paths
+        assert (
+            '{"lora_name": "chat", "lora_path": "/mnt/adapters/claim/chat", "pinned": true}'
+            in paths
+        )
 
     def no_prefix(parsed: dict[str, Any]) -> None:
         if "enable_prefix_caching" in parsed:
@@ -233,6 +277,13 @@ def plan_cases() -> list[Case]:
         Case("vllm-moe-ep", ep, moe),
         Case("vllm-long-prefill-cap", capped, "meta-llama/Llama-3.1-8B"),
         Case("sglang-moe-ep", sg_ep, moe),
+        Case("vllm-lora-dynamic", vllm_lora, "meta-llama/Llama-3.1-8B", check=vllm_slots),
+        Case("vllm-lora-static", vllm_lora_static, "meta-llama/Llama-3.1-8B",
+             kwargs={"adapters": (*static[:1], StaticAdapter("chat", static[1].path))},
+             check=vllm_static),
+        Case("sglang-lora-dynamic", sg_lora, "meta-llama/Llama-3.1-8B", check=sglang_slots),
+        Case("sglang-lora-static", sg_lora, "meta-llama/Llama-3.1-8B",
+             kwargs={"adapters": static}, check=sglang_static),
     ]  # fmt: skip
 
 

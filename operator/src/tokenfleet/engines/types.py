@@ -74,6 +74,15 @@ class NodeRole:
 
 
 @dataclass(frozen=True)
+class StaticAdapter:
+    """A LoRA adapter the engine loads at start-up (spec.lora.loading: static)."""
+
+    name: str
+    path: str  # where the engine finds its files (a local path, or a Hub repo id)
+    pinned: bool = False
+
+
+@dataclass(frozen=True)
 class Launch:
     """What one engine process serves beyond its plan: the same record for every engine, so
     the spec's choices (model, served name, the user's extra flags, prefix caching, the node
@@ -84,3 +93,4 @@ class Launch:
     extra_args: tuple[str, ...] = ()  # appended last, so the user's flags win
     prefix_caching: bool | None = None  # None: the engine's default
     node: NodeRole | None = None  # None: a single-node replica
+    adapters: tuple[StaticAdapter, ...] = ()  # loaded at start-up (engines/lora.py)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from tokenfleet.capacity.engine_profiles import parse_version
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.common import engine_dtype, fmt_fraction, requested_quantization
+from tokenfleet.engines.lora import lora_args
 from tokenfleet.engines.types import EngineInfo, Launch, MetricNames
 
 PORT = 8000
@@ -134,6 +135,7 @@ def engine_args(plan: Plan, launch: Launch, port: int = PORT) -> list[str]:
                 args.append("--headless")  # engine ranks only; the leader serves the API
         else:
             args += ["--distributed-executor-backend", "ray"]
+    args += lora_args("vllm", plan.lora, launch.adapters)
     args += launch.extra_args
     return args
 
