@@ -52,6 +52,23 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="run this many times faster than real time (metrics stay in simulated seconds)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the generated text")
+    lora = p.add_argument_group(
+        "LoRA adapters (vLLM's flag names; --max-loras counts adapters, not SGLang's base slot)"
+    )
+    lora.add_argument("--enable-lora", action="store_true", help="serve LoRA adapters")
+    lora.add_argument("--max-loras", type=int, help="adapters on the GPU at once (default 1)")
+    lora.add_argument("--max-lora-rank", type=int, help="largest adapter rank (default 16)")
+    lora.add_argument(
+        "--lora-modules",
+        nargs="*",
+        default=[],
+        metavar="NAME=PATH",
+        help="adapters loaded at start-up",
+    )
+    lora.add_argument(
+        "--fs-root",
+        help="read absolute adapter paths under this directory (the pod's filesystem)",
+    )
     p.add_argument(
         "--default-max-tokens",
         type=int,

@@ -30,8 +30,7 @@ NOT_EMULATED: dict[str, str] = {
     "vllm:cache_config_info": "its labels are every CacheConfig field of the real engine",
     "vllm:kv_block_*": "only with --kv-cache-metrics",
     "vllm:spec_decode_*": "no speculative decoding in the simulator",
-    "vllm:lora_requests_info": "no LoRA in the simulator",
-    "sglang:* other than listed": "disaggregation, speculative, grammar, LoRA, HiCache series",
+    "sglang:* other than listed": "disaggregation, speculative, grammar, HiCache series",
 }
 
 

@@ -17,7 +17,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
 from tokenfleet.sim.engine import Clock, Handle, SimEngine
-from tokenfleet.sim.exporter import metrics_for
+from tokenfleet.sim.exporter import EngineMetrics, metrics_for
+from tokenfleet.sim.lora import Adapters, LoraGauges, LoraMetrics, LoraSettings, LoraTimer
 from tokenfleet.sim.protocol import (
     CHAT_DEFAULT_MAX_TOKENS,
     ApiError,
@@ -30,6 +31,7 @@ from tokenfleet.sim.protocol import (
 from tokenfleet.sim.tokens import Filler
 
 ENGINE_KEY = web.AppKey("engine", SimEngine)
+ADAPTERS_KEY = web.AppKey("adapters", Adapters)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class SimSettings:
     seed: int = 0
     chat_default_max_tokens: int = CHAT_DEFAULT_MAX_TOKENS
     engine_version: str | None = None  # picks version-dependent metric names
+    lora: LoraSettings | None = None  # LoRA slots (--enable-lora); None: none
 
 
 SETTINGS_KEY = web.AppKey("settings", SimSettings)
@@ -54,13 +57,29 @@ def build_app(
     app[SETTINGS_KEY] = settings
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        metrics = metrics_for(
+        metrics: EngineMetrics = metrics_for(
             settings.engine,
             settings.served_model,
             settings.config.max_model_len,
             settings.engine_version,
         )
-        engine = SimEngine(Scheduler(settings.config, timer), metrics, settings.time_scale, clock)
+        step_timer: StepTimer = timer
+        lora = settings.lora
+        lora_timer = None
+        if lora is not None:
+            adapters = Adapters(settings.engine, settings.served_model, lora)
+            app[ADAPTERS_KEY] = adapters
+            labels = {"model_name": settings.served_model, "engine_type": "unified",
+                      "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}  # fmt: skip
+            gauges = LoraGauges(settings.engine, metrics.registry, lora.slots, labels)
+            metrics = LoraMetrics(metrics, adapters, gauges)
+            lora_timer = LoraTimer(timer, adapters, lora.fixed_s, lora.per_adapter_s)
+            step_timer = lora_timer
+        engine = SimEngine(
+            Scheduler(settings.config, step_timer), metrics, settings.time_scale, clock
+        )
+        if lora_timer is not None:
+            lora_timer.scheduler = engine.scheduler
         metrics.on_queue_change(engine.scheduler)
         engine.start()
         app[ENGINE_KEY] = engine
@@ -74,6 +93,11 @@ def build_app(
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    lora = settings.lora
+    if lora is not None and (lora.runtime_updates or settings.engine == "sglang"):
+        prefix = "" if settings.engine == "sglang" else "/v1"
+        app.router.add_post(f"{prefix}/load_lora_adapter", load_adapter)
+        app.router.add_post(f"{prefix}/unload_lora_adapter", unload_adapter)
     return app
 
 
@@ -102,7 +126,41 @@ async def clock_handler(request: web.Request) -> web.Response:
 
 async def models(request: web.Request) -> web.Response:
     s = request.app[SETTINGS_KEY]
-    return web.json_response(models_body(s.served_model, s.config.max_model_len, s.engine))
+    body = models_body(s.served_model, s.config.max_model_len, s.engine)
+    adapters = request.app.get(ADAPTERS_KEY)
+    if adapters is not None:
+        body["data"].extend(adapters.cards())
+    return web.json_response(body)
+
+
+async def _json_body(request: web.Request) -> dict[str, Any] | None:
+    try:
+        body = json.loads(await request.read())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _answer(status: int, body: str | dict[str, Any]) -> web.Response:
+    if isinstance(body, str):
+        return web.Response(status=status, text=body)
+    return web.json_response(body, status=status)
+
+
+async def load_adapter(request: web.Request) -> web.Response:
+    adapters = request.app[ADAPTERS_KEY]
+    body = await _json_body(request) or {}
+    outcome = adapters.load(
+        body.get("lora_name"), body.get("lora_path"), bool(body.get("pinned", False))
+    )
+    return _answer(outcome.status, outcome.body)
+
+
+async def unload_adapter(request: web.Request) -> web.Response:
+    adapters = request.app[ADAPTERS_KEY]
+    body = await _json_body(request) or {}
+    outcome = adapters.unload(body.get("lora_name"))
+    return _answer(outcome.status, outcome.body)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
@@ -121,10 +179,17 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             body = json.loads(await request.read())
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise json_error(error) from None
+        adapters = request.app.get(ADAPTERS_KEY)
+        adapter = None
+        name = settings.served_model
+        if adapters is not None and isinstance(body, dict) and isinstance(body.get("model"), str):
+            adapter = adapters.resolve(body["model"])
+            if adapter is not None:
+                name = body["model"]  # the request names a loaded adapter
         parsed = parse_request(
             body,
             chat,
-            settings.served_model,
+            name,
             settings.config.max_model_len,
             settings.chat_default_max_tokens,
         )
@@ -133,6 +198,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
 
     index = engine.next_index()
     sim = SimRequest(f"req-{index}", parsed.prompt_tokens, parsed.max_tokens, 0.0, parsed.stream)
+    if adapters is not None:
+        adapters.tag(sim, adapter)
     handle = engine.submit(sim)
     builder = ResponseBuilder(parsed, index, settings.seed)
     filler = Filler(settings.seed, index)
@@ -148,6 +215,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         raise
     finally:
         engine.release(sim)
+        if adapters is not None:
+            adapters.forget(sim)
 
 
 def _sse(payload: dict[str, Any]) -> bytes:

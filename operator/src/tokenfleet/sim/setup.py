@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
+from tokenfleet.capacity import lora as lora_capacity
 from tokenfleet.capacity.performance import StepModel
+from tokenfleet.capacity.quantization import weight_format
 from tokenfleet.capacity.types import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS, Plan
 from tokenfleet.capacity.validate import check_request
+from tokenfleet.engines.lora import VLLM_RUNTIME_ENV
 from tokenfleet.scheduling.core import SchedulerConfig
+from tokenfleet.sim.lora import LoraSettings
 from tokenfleet.sim.server import SimSettings
 
 
@@ -63,9 +69,62 @@ def plan_for(args: argparse.Namespace) -> Plan:
         concurrency=1,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
+        lora=_lora_request(args),
     )
     check_request(request)
     return plan(request)
+
+
+def _static_adapters(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in getattr(args, "lora_modules", None) or []:
+        name, sep, path = str(item).partition("=")
+        if not sep or not name or not path:
+            raise PlanError(
+                "--lora-modules", item, "is not NAME=PATH", "pass e.g. sql=/adapters/sql"
+            )
+        out.append((name, path))
+    return tuple(out)
+
+
+def _lora_request(args: argparse.Namespace) -> lora_capacity.LoraRequest | None:
+    if not getattr(args, "enable_lora", False):
+        for flag in ("max_loras", "max_lora_rank"):
+            if getattr(args, flag, None) is not None:
+                option = "--" + flag.replace("_", "-")
+                raise PlanError(option, getattr(args, flag), "needs --enable-lora", "add it")
+        return None
+    return lora_capacity.LoraRequest(
+        adapters=len(_static_adapters(args)),
+        slots=getattr(args, "max_loras", None) or 1,
+        max_rank=getattr(args, "max_lora_rank", None) or lora_capacity.DEFAULT_RANK,
+        slots_field="--max-loras",
+        rank_field="--max-lora-rank",
+    )
+
+
+def _lora_settings(args: argparse.Namespace, p: Plan, step: StepModel) -> LoraSettings | None:
+    """The simulated engine's adapter slots, endpoints and the LoRA kernels' step cost."""
+    if p.lora is None:
+        return None
+    arch = p.request.arch if p.request else load_model(args.model)
+    fmt = weight_format(arch.quantization_config, p.dtype, p.quantization)
+    per_adapter = lora_capacity.adapter_bytes(
+        arch, p.lora, p.engine, p.tensor_parallel_size, p.pipeline_parallel_size, fmt.dtype_bytes
+    )
+    bandwidth = step.bandwidth * 1e9 * step.bandwidth_efficiency
+    root = getattr(args, "fs_root", None)
+    # vLLM registers the load / unload endpoints only with this set (vllm/envs.py).
+    runtime = os.environ.get(VLLM_RUNTIME_ENV, "0").strip().lower() in ("1", "true")
+    return LoraSettings(
+        slots=p.lora.slots,
+        max_rank=p.lora.max_rank,
+        runtime_updates=runtime or p.engine == "sglang",
+        fs_root=Path(root) if root else None,
+        static=_static_adapters(args),
+        fixed_s=lora_capacity.step_seconds(arch, 0.0, bandwidth, 1),
+        per_adapter_s=per_adapter / bandwidth,
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel, str]:
@@ -98,6 +157,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
         mixed_prefill=p.engine != "sglang",
         long_prefill_token_threshold=_long_prefill(args, p.engine, max_model_len),
     )
+    step = step_model(p)
     settings = SimSettings(
         served_model=args.served_model_name or args.model,
         engine=args.engine,
@@ -106,6 +166,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
         seed=args.seed,
         chat_default_max_tokens=args.default_max_tokens,
         engine_version=p.engine_version,
+        lora=_lora_settings(args, p, step),
     )
     summary = (
         f"tokenfleet sim: {p.model} on {p.gpus_per_replica} x {p.gpu.id} as {p.engine} "
@@ -114,4 +175,6 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
         f"max_num_seqs={p.max_num_seqs} max_num_batched_tokens={p.max_num_batched_tokens} "
         f"max_model_len={max_model_len} time_scale={args.time_scale}"
     )
-    return settings, step_model(p), summary
+    if p.lora is not None:
+        summary += f" lora_slots={p.lora.slots} max_lora_rank={p.lora.max_rank}"
+    return settings, step, summary
