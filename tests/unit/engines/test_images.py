@@ -36,7 +36,8 @@ def test_default_image_per_engine_and_vendor(
 
 def test_every_engine_has_a_row_per_vendor() -> None:
     engines = {(e, v) for e in ("vllm", "sglang") for v in VENDORS}
-    assert set(DEFAULT_IMAGES) == engines | {("epp", "cpu")}  # + spec.routing's picker
+    # + spec.routing's picker, and the AWS CLI that fetches s3:// LoRA adapters
+    assert set(DEFAULT_IMAGES) == engines | {("epp", "cpu"), ("aws-cli", "cpu")}
 
 
 def test_every_catalog_gpu_has_a_vendor() -> None:

@@ -46,6 +46,9 @@ ImageTable = Mapping[tuple[str, str], ImageRule]
 PICKER = "epp"
 PICKER_VERSION = "0.10.0"
 
+# The AWS CLI copies s3:// LoRA adapters into the model cache before the engine starts
+# (render/adapters.py, static loading); the official image, tags per CLI release.
+FETCH_TOOLS = {"aws-cli": "2.17.0"}
 VENDORS = ("nvidia", "amd")
 # Device-plugin resource name -> vendor (capacity.gpus.GPU.resource_name).
 _RESOURCE_VENDORS = {"nvidia.com/gpu": "nvidia", "amd.com/gpu": "amd"}
@@ -63,6 +66,7 @@ DEFAULT_IMAGES: ImageTable = {
     # alongside each release from v0.5.18 (ROCm 7.2; older releases used rocm700/rocm630).
     ("sglang", "amd"): ImageRule("lmsysorg/sglang:v{version}-rocm720-mi30x", since="0.5.18"),
     (PICKER, "cpu"): ImageRule("ghcr.io/llm-d/llm-d-router-endpoint-picker:v{version}"),
+    ("aws-cli", "cpu"): ImageRule("amazon/aws-cli:{version}"),
 }
 
 
@@ -70,6 +74,12 @@ def picker_image(table: ImageTable = DEFAULT_IMAGES) -> str:
     """The endpoint picker's image (override: --engine-image epp=IMAGE)."""
     rule = table.get((PICKER, "cpu"), DEFAULT_IMAGES[(PICKER, "cpu")])
     return rule.image(PICKER_VERSION)
+
+
+def fetch_image(tool: str, table: ImageTable = DEFAULT_IMAGES) -> str:
+    """The image of a tool an init step runs (override: --engine-image aws-cli=IMAGE)."""
+    rule = table.get((tool, "cpu"), DEFAULT_IMAGES[(tool, "cpu")])
+    return rule.image(FETCH_TOOLS[tool])
 
 
 def gpu_vendor(resource_name: str) -> str:
@@ -116,15 +126,16 @@ def parse_override(text: str) -> tuple[tuple[str, str], ImageRule]:
     Without a vendor the row is for NVIDIA, the vendor of most clusters."""
     key, sep, image = text.partition("=")
     engine, _, vendor = key.strip().partition(":")
-    vendor = vendor or ("cpu" if engine == PICKER else "nvidia")
+    cpu_only = engine == PICKER or engine in FETCH_TOOLS
+    vendor = vendor or ("cpu" if cpu_only else "nvidia")
     problem = None
     if not sep or not image.strip():
         problem = "expected ENGINE[:VENDOR]=IMAGE"
-    elif engine not in ("vllm", "sglang", PICKER):
-        problem = f"unknown engine {engine!r} (use vllm, sglang or epp)"
-    elif engine == PICKER and vendor != "cpu":
-        problem = "the endpoint picker runs on CPU: use epp=IMAGE"
-    elif engine != PICKER and vendor not in VENDORS:
+    elif engine not in ("vllm", "sglang", PICKER, *FETCH_TOOLS):
+        problem = f"unknown engine {engine!r} (use vllm, sglang, epp or aws-cli)"
+    elif cpu_only and vendor != "cpu":
+        problem = f"{engine} runs on CPU: use {engine}=IMAGE"
+    elif not cpu_only and vendor not in VENDORS:
         problem = f"unknown vendor {vendor!r} (use {' or '.join(VENDORS)})"
     elif any(c.isspace() for c in image.strip()):
         problem = "an image reference has no spaces"

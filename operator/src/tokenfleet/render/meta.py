@@ -13,6 +13,7 @@ Manifest = dict[str, Any]
 ENGINE_CONTAINER = "engine"
 SERVICE_PORT = 80  # clients call http://<llmservice>.<namespace>.svc/v1
 PORT_NAME = "http"
+CACHE_MOUNT = "/model-cache"  # Hugging Face downloads (and vLLM's compile cache) land here
 
 LLMSERVICE_LABEL = "tokenfleet.dev/llmservice"
 # server: a single-node replica's pod; leader / worker: the pods of a multi-node replica.

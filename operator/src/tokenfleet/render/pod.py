@@ -19,13 +19,13 @@ from tokenfleet.engines import (
     worker_serves_health,
 )
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable, engine_image, gpu_vendor
+from tokenfleet.render import adapters as lora
 from tokenfleet.render import cache_affinity, timing
-from tokenfleet.render.meta import ENGINE_CONTAINER, PORT_NAME, ROLE_LABEL, labels
+from tokenfleet.render.meta import CACHE_MOUNT, ENGINE_CONTAINER, PORT_NAME, ROLE_LABEL, labels
 from tokenfleet.render.simulate import simulated
 
 Role = Literal["server", "leader", "worker"]
 
-CACHE_MOUNT = "/model-cache"  # Hugging Face downloads (and vLLM's compile cache) land here
 WEIGHTS_MOUNT = "/mnt/model-weights"  # spec.model.source.pvc, read-only
 SHM_MOUNT = "/dev/shm"
 # Pod Security "restricted" for the container: the engines need no privilege and no
@@ -128,6 +128,7 @@ def _env(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
                 "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
             }
         )
+    env += lora.engine_env(service, plan)
     # The user's entries replace ours by name: env is a map keyed by name under
     # server-side apply, so a duplicate name would be rejected.
     user = [e.to_dict() for e in service.spec.engine.env]
@@ -212,6 +213,7 @@ def engine_container(
         extra_args=tuple(no_expansion(a) for a in user_args),
         prefix_caching=spec.engine.prefix_caching,
         node=node_role(plan, role),
+        adapters=lora.static_adapters(service, CACHE_MOUNT),
     )
     command = engine_command(plan, launch)
     program, args = _split_command(plan.engine, command)
@@ -221,6 +223,7 @@ def engine_container(
     ]
     if spec.model.effective_source.pvc is not None:
         mounts.append({"name": "model-weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True})
+    mounts += lora.mounts(service)
     container: dict[str, Any] = {
         "name": ENGINE_CONTAINER,
         "image": container_image(service, plan, images),
@@ -267,7 +270,7 @@ def _volumes(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
                 "persistentVolumeClaim": {"claimName": pvc.claim_name, "readOnly": True},
             }
         )
-    return volumes
+    return volumes + lora.volumes(service)
 
 
 def pod_template(
@@ -315,7 +318,20 @@ def pod_template(
     # The model server never talks to the Kubernetes API: no token in its filesystem.
     pod["automountServiceAccountToken"] = False
     pod["securityContext"] = pod_security_context(service)
-    pod["containers"] = [engine_container(service, plan, role, images)]
+    engine = engine_container(service, plan, role, images)
+    fetch = lora.init_containers(
+        service,
+        engine["image"],
+        lora.fetch_security(pod["securityContext"], CONTAINER_SECURITY),
+        CACHE_MOUNT,
+        images,
+    )
+    if fetch:
+        pod["initContainers"] = fetch
+    pod["containers"] = [engine]
+    gates = lora.readiness_gates(service)
+    if gates and role != "worker":
+        pod["readinessGates"] = gates
     pod["volumes"] = _volumes(service, plan)
     metadata: dict[str, Any] = {"labels": pod_labels}
     if annotations:

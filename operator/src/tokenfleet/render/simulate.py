@@ -17,6 +17,8 @@ from tokenfleet.capacity.catalog import load_model
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines import engine_info
+from tokenfleet.render.adapters import static_adapters
+from tokenfleet.render.meta import CACHE_MOUNT
 
 # The simulator is one small asyncio process: what it needs, requested, not a GPU node's.
 RESOURCES: dict[str, Any] = {
@@ -76,6 +78,15 @@ def sim_args(service: LLMService, plan: Plan) -> list[str]:
         args += ["--quantization", spec.model.quantization]
     if plan.long_prefill_token_threshold:
         args += ["--long-prefill-token-threshold", str(plan.long_prefill_token_threshold)]
+    if plan.lora is not None:
+        args += [
+            "--enable-lora",
+            "--max-loras", str(plan.lora.slots),
+            "--max-lora-rank", str(plan.lora.max_rank),
+        ]  # fmt: skip
+        static = static_adapters(service, CACHE_MOUNT)
+        if static:
+            args += ["--lora-modules", *(f"{a.name}={a.path}" for a in static)]
     return args
 
 
