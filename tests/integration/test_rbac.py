@@ -10,6 +10,8 @@ KopfPeering). A Role grants nothing outside its namespace, so in that mode every
 must also name a watched namespace: a cluster-wide list or watch would be refused.
 
 The scenario touches every path that talks to the API: a Deployment with a model-cache PVC,
+a LoRA adapter loaded on an engine pod (a small stand-in engine answers on loopback) whose
+readiness gate the operator then sets (pods/status),
 a Service, a PDB and a PodMonitor; a LeaderWorkerSet; a ConfigMap read; status writes;
 kopf's annotations, events and peering; an edit of an owned object (drift -> re-apply);
 an autoscaler scale-down (the scale subresource, pod-deletion-cost on the engine pods); a
@@ -21,11 +23,13 @@ list, and the scenario shows the recorded deletes come from it.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from aiohttp import web
 
 from tests.support.autoscaler_stubs import URL, Source, StubPolicy
 from tests.support.cluster_objects import PVCS, condition, create, example, llms
@@ -123,6 +127,27 @@ def recorded(cluster: Cluster, monkeypatch: pytest.MonkeyPatch, scopes: set[Scop
     return seen
 
 
+@pytest.fixture
+async def engine_port() -> AsyncIterator[int]:
+    """A stand-in vLLM on loopback: lists no adapter, loads any."""
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "base", "parent": None}]})
+
+    async def load(request: web.Request) -> web.Response:
+        return web.Response(text="Success")
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/load_lora_adapter", load)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+    await runner.cleanup()
+
+
 @pytest.mark.parametrize("clusterwide", [True, False], ids=["cluster-wide", "namespaced"])
 async def test_chart_rbac_is_exactly_what_the_operator_uses(
     cluster: Cluster,
@@ -130,6 +155,7 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
     recorded: set[Grant],
     scopes: set[Scope],
     clusterwide: bool,
+    engine_port: int,
 ) -> None:
     peerings = PEERINGS if clusterwide else NS_PEERINGS
     for optional in (LWS, PODMONITORS, INFERENCEPOOLS, HTTPROUTES, peerings):
@@ -157,6 +183,24 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
          "metadata": {"name": "engine-0", "labels": {"tokenfleet.dev/llmservice": "llama-3-1-8b"}}},
         f"/api/v1/namespaces/{NAMESPACE}/pods",
     )  # fmt: skip
+    # A serving engine pod of an LLMService with an adapter: loaded, then the pod's gate set.
+    lora = example("llama-3.1-8b-l4.yaml")
+    lora["metadata"]["name"] = "adapters-8b"
+    lora["spec"]["model"]["servedName"] = "base"
+    lora["spec"]["adapters"] = [{"name": "sql", "source": "hf://org/sql"}]
+    lora["spec"].pop("autoscaling", None)
+    await create(cluster, lora)
+    await create(
+        cluster,
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "adapters-0", "labels": {"tokenfleet.dev/llmservice": "adapters-8b",
+                                                      "tokenfleet.dev/role": "server"}},
+         "spec": {"containers": [{"name": "engine", "ports": [
+             {"name": "http", "containerPort": engine_port}]}]},
+         "status": {"podIP": "127.0.0.1",
+                    "containerStatuses": [{"name": "engine", "ready": True}]}},
+        f"/api/v1/namespaces/{NAMESPACE}/pods",
+    )  # fmt: skip
     config_map = example("qwen2.5-7b-configmap.yaml", kind="ConfigMap")
     await create(cluster, config_map, f"/api/v1/namespaces/{NAMESPACE}/configmaps")
     names = []
@@ -172,6 +216,7 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(
             body["spec"]["autoscaling"]["intervalSeconds"] = 5
         names.append(body["metadata"]["name"])
         await create(cluster, body)
+    names.append("adapters-8b")
     for name in names:
         await eventually(
             lambda name=name: condition(cluster, name, "Degraded").get("status") == "False",

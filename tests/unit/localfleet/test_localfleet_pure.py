@@ -84,7 +84,14 @@ def test_engine_deployment_reads_replicas_labels_and_owner() -> None:
     pod = pod_manifest(engine, "p-0", 1234)
     assert pod["metadata"]["labels"]["tokenfleet.dev/llmservice"] == "llama-3-1-8b-chat"
     assert pod["metadata"]["ownerReferences"][0]["uid"] == "u-1"
-    assert pod["status"]["conditions"] == [{"type": "Ready", "status": "False"}]
+    assert pod["status"]["conditions"] == [
+        {"type": "ContainersReady", "status": "False"},
+        {"type": "Ready", "status": "False"},
+    ]
+    # Whoever calls the engine finds the sim's port under the engine port's name.
+    assert pod["spec"]["containers"][0]["ports"] == [
+        {"name": "http", "containerPort": 1234, "protocol": "TCP"}
+    ]
 
 
 def test_a_deployment_without_our_label_is_not_an_engine() -> None:

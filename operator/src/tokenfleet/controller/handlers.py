@@ -23,6 +23,7 @@ from typing import Any
 import kopf
 
 from tokenfleet.api import GROUP, PLURAL, VERSION
+from tokenfleet.controller.adapters import AdapterLoaders
 from tokenfleet.controller.autoscaler import AutoscalerOptions, Autoscalers
 from tokenfleet.controller.kube import PLURALS, ApiError, KubeClient
 from tokenfleet.controller.leadership import Leadership
@@ -294,6 +295,7 @@ def build_registry(
     drift: Drift | None = None,
     autoscalers: Autoscalers | None = None,
     leadership: Leadership | None = None,
+    adapters: AdapterLoaders | None = None,
 ) -> kopf.OperatorRegistry:
     """The handlers; `drift` may be passed in so a caller (a test) can look at it.
     `leadership` (none: standalone) pauses the autoscalers and drift passes while another
@@ -303,12 +305,15 @@ def build_registry(
     kube: KubeClient = reconciler.kube
     drift = drift or Drift(reconciler, options.resync_seconds, options.recheck_seconds)
     scalers = autoscalers or _autoscalers(kube, reconciler, options)
+    loaders = adapters or AdapterLoaders(kube, time_scale=options.time_scale)
     leader = leadership or Leadership.standalone()
     leader.on_pause(scalers.pause)
+    leader.on_pause(loaders.pause)
     leader.on_pause(drift.pause)
     leader.on_resume(drift.resume)
     leader.on_resume(scalers.resume)
-    scalers.active = drift.active = leader.active
+    leader.on_resume(loaders.resume)
+    scalers.active = drift.active = loaders.active = leader.active
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -327,6 +332,7 @@ def build_registry(
     async def close(**_: Any) -> None:
         await leader.stop()
         await scalers.stop()
+        await loaders.stop()
         await drift.stop()
         await kube.close()
 
@@ -338,6 +344,7 @@ def build_registry(
             namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
             reconciler.deleted(namespace, name, str(meta.get("uid") or ""))
         scalers.sync(event.get("type"), body)
+        loaders.sync(event.get("type"), body)
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)

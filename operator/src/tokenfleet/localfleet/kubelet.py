@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ from tokenfleet.localfleet.pods import (
     deletion_cost,
     deployment_status,
     engine_deployment,
+    foreign_conditions,
+    gates_pass,
     pod_manifest,
     pod_status,
     target_group,
@@ -61,7 +64,9 @@ class Pod:
     port: int
     process: subprocess.Popen[bytes]
     created: float  # wall clock (monotonic)
-    ready: bool = False
+    ready: bool = False  # Ready: serving and every readiness gate passed
+    serving: bool = False  # the engine container is ready (its /health answered)
+    gates: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
@@ -216,12 +221,17 @@ class Kubelet:
         cold_wall = self.cold_start_s / self.time_scale
         now = time.monotonic()
         for pod in pods:
-            if not pod.ready and now - pod.created >= cold_wall and await self._healthy(pod):
-                pod.ready = True
-                await self.api.patch_status(
-                    PODS, pod.namespace, pod.name, pod_status(pod.port, True)
-                )
-                self._record(pod, "ready")
+            if not pod.serving and now - pod.created >= cold_wall and await self._healthy(pod):
+                pod.serving = True
+            if not pod.serving:
+                continue
+            current = self.api.get(PODS, pod.namespace, pod.name)
+            passes = gates_pass(current, pod.gates)
+            status = pod_status(pod.port, passes, True, foreign_conditions(current))
+            if passes != pod.ready or not _same_conditions(current, status):
+                pod.ready = passes
+                await self.api.patch_status(PODS, pod.namespace, pod.name, status)
+                self._record(pod, "ready" if passes else "serving")
                 changed = True
         ready = sum(p.ready for p in pods)
         status = deployment_status(len(pods), ready, len(pods), engine.generation)
@@ -233,8 +243,14 @@ class Kubelet:
     async def _create(self, engine: EngineDeployment) -> Pod:
         name = f"{engine.name}-{next(self._counter):04d}"
         port = free_port()
-        argv = procs.tokenfleet("sim", *engine.sim_args, "--host", "127.0.0.1", "--port", str(port))
-        process = procs.spawn(argv, self.workdir / f"{name}.log")
+        # The pods' filesystem (adapter files under /mnt/adapters/<claim>, ...) is fs/.
+        fs = self.workdir / "fs"
+        argv = procs.tokenfleet(
+            "sim", *engine.sim_args, "--host", "127.0.0.1", "--port", str(port),
+            *(("--fs-root", str(fs)) if "--enable-lora" in engine.sim_args else ()),
+        )  # fmt: skip
+        env = {**os.environ, **dict(engine.env)}
+        process = procs.spawn(argv, self.workdir / f"{name}.log", env)
         pod = Pod(
             name=name,
             namespace=engine.namespace,
@@ -243,13 +259,14 @@ class Kubelet:
             port=port,
             process=process,
             created=time.monotonic(),
+            gates=engine.readiness_gates,
         )
         await self.api.create(pod_manifest(engine, name, port))
         self._record(pod, "created")
         return pod
 
     async def _delete(self, pod: Pod) -> None:
-        pod.ready = False
+        pod.ready = pod.serving = False
         await self.api.delete(PODS, pod.namespace, pod.name)
         self._record(pod, "deleted")
         self._draining.append((time.monotonic() + self.drain_s / self.time_scale, pod))
@@ -288,3 +305,12 @@ class Kubelet:
             ]
             + self.extra_targets
         )
+
+
+def _same_conditions(pod: dict[str, Any] | None, status: dict[str, Any]) -> bool:
+    """The pod already carries these conditions (no write needed)."""
+    have = {
+        (c.get("type"), c.get("status"))
+        for c in ((pod or {}).get("status") or {}).get("conditions") or []
+    }
+    return {(c["type"], c["status"]) for c in status["conditions"]} <= have

@@ -37,6 +37,37 @@ FLAGS: dict[str, dict[str, str]] = {
 }
 
 
+# Boolean engine flags the simulator takes as they are.
+SWITCHES = ("--enable-lora",)
+
+
+def lora_sim_args(engine: str, argv: list[str]) -> list[str]:
+    """The engine's LoRA flags in the simulator's words: vLLM's --max-loras /
+    --max-lora-rank / --lora-modules as they are; SGLang's --max-loras-per-batch counts the
+    base model's slot (one less adapter), and its --lora-paths entries are NAME=PATH or
+    JSON with lora_name / lora_path."""
+    out: list[str] = [a for a in argv if a in SWITCHES]
+    modules: list[str] = []
+    for i, arg in enumerate(argv[:-1]):
+        value = argv[i + 1]
+        if arg in ("--max-loras", "--max-lora-rank"):
+            out += [arg, value]
+        elif arg == "--max-loras-per-batch":
+            out += ["--max-loras", str(max(1, int(value) - 1))]
+        elif arg in ("--lora-modules", "--lora-paths"):
+            for item in argv[i + 1 :]:
+                if item.startswith("--"):
+                    break
+                if item.startswith("{"):
+                    doc = json.loads(item)
+                    name = doc.get("lora_name") or doc.get("name")
+                    item = f"{name}={doc.get('lora_path') or doc.get('path')}"
+                modules.append(item)
+    if modules:
+        out += ["--lora-modules", *modules]
+    return out
+
+
 class PodSpecError(ValueError):
     """The Deployment cannot be run on the simulator; the message names the field."""
 
@@ -54,6 +85,8 @@ class EngineDeployment:
     uid: str = ""
     pod_labels: tuple[tuple[str, str], ...] = ()
     pod_annotations: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # the engine container's literal env
+    readiness_gates: tuple[str, ...] = ()  # condition types the pod waits for
 
 
 def _container(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -92,8 +125,19 @@ def sim_args(deployment: dict[str, Any], time_scale: float = 1.0) -> list[str]:
             out += [table[arg], argv[i + 1]]
     if "--model" not in out:
         raise PodSpecError(f"Deployment {name}: no model in the engine command {argv[:4]}")
+    out += lora_sim_args(engine, argv)
     out += ["--time-scale", f"{time_scale:g}"]
     return out
+
+
+def literal_env(deployment: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The engine container's env entries with a literal value (what a process can get)."""
+    env = _container(deployment).get("env") or []
+    return tuple(
+        (str(e["name"]), str(e["value"]))
+        for e in env
+        if isinstance(e, dict) and "name" in e and isinstance(e.get("value"), str)
+    )
 
 
 def engine_deployment(deployment: dict[str, Any], time_scale: float) -> EngineDeployment | None:
@@ -114,6 +158,12 @@ def engine_deployment(deployment: dict[str, Any], time_scale: float) -> EngineDe
         uid=str(meta.get("uid", "")),
         pod_labels=tuple(sorted((template.get("labels") or {}).items())),
         pod_annotations=tuple(sorted((template.get("annotations") or {}).items())),
+        env=literal_env(deployment),
+        readiness_gates=tuple(
+            str(g.get("conditionType"))
+            for g in deployment["spec"]["template"]["spec"].get("readinessGates") or []
+            if isinstance(g, dict) and g.get("conditionType")
+        ),
     )
 
 
@@ -139,19 +189,61 @@ def pod_manifest(engine: EngineDeployment, name: str, port: int) -> dict[str, An
         },
         "spec": {
             "nodeName": "local",
-            "containers": [{"name": "engine", "image": "tokenfleet-sim"}],
+            # The sim's port stands in for the engine's: whoever calls the engine (the
+            # operator's adapter loop) finds it as in a real pod, by the port's name.
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": "tokenfleet-sim",
+                    "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+                }
+            ],
+            **(
+                {"readinessGates": [{"conditionType": g} for g in engine.readiness_gates]}
+                if engine.readiness_gates
+                else {}
+            ),
         },
         "status": pod_status(port, ready=False),
     }
 
 
-def pod_status(port: int, ready: bool) -> dict[str, Any]:
+def pod_status(
+    port: int, ready: bool, serving: bool | None = None, others: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The kubelet's part of a pod's status: the engine container ready (`serving`, its
+    /health answers) and the pod Ready (serving, and every readiness gate condition True);
+    `others`: conditions someone else set (a readiness gate), kept as they are."""
+    serving = ready if serving is None else serving
+    own = [
+        {"type": "ContainersReady", "status": "True" if serving else "False"},
+        {"type": "Ready", "status": "True" if ready else "False"},
+    ]
     return {
         "phase": "Running",
         "podIP": "127.0.0.1",
-        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        "containerStatuses": [{"name": "engine", "ready": ready, "started": True}],
+        "conditions": [*(others or []), *own],
+        "containerStatuses": [{"name": "engine", "ready": serving, "started": True}],
     }
+
+
+def gates_pass(pod: dict[str, Any] | None, gates: tuple[str, ...]) -> bool:
+    """Every readiness gate of the pod has its condition True (kubelet's rule)."""
+    conditions = {
+        c.get("type"): c.get("status")
+        for c in ((pod or {}).get("status") or {}).get("conditions") or []
+    }
+    return all(conditions.get(g) == "True" for g in gates)
+
+
+def foreign_conditions(pod: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The pod's conditions the kubelet does not own (readiness gates)."""
+    own = {"Ready", "ContainersReady"}
+    return [
+        dict(c)
+        for c in ((pod or {}).get("status") or {}).get("conditions") or []
+        if c.get("type") not in own
+    ]
 
 
 def deletion_cost(pod: dict[str, Any] | None) -> int:
