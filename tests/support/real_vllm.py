@@ -97,11 +97,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def make_tiny_model(python: str, directory: Path) -> Path:
+def make_tiny_model(python: str, directory: Path, script: str = MAKE_MODEL) -> Path:
     if (directory / "config.json").exists():
         return directory
     done = subprocess.run(
-        [python, "-c", MAKE_MODEL, str(directory)],
+        [python, "-c", script, str(directory)],
         capture_output=True,
         text=True,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
@@ -122,6 +122,11 @@ class RealVllm:
     served_name: str = SERVED_NAME
     max_model_len: int = MAX_MODEL_LEN
     process: subprocess.Popen[bytes] | None = None
+    extra_args: tuple[str, ...] = ()
+    # VLLM_CPU_KVCACHE_SPACE in GiB; None sizes the KV cache as the CPU worker does without
+    # it: --gpu-memory-utilization of the node's memory less what the worker holds.
+    kv_cache_space: str | None = "1"
+    extra_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def base_url(self) -> str:
@@ -129,13 +134,15 @@ class RealVllm:
 
     def start(self, python: str) -> None:
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"},
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
-            "VLLM_CPU_KVCACHE_SPACE": "1",
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
+            **dict(self.extra_env),
         }
+        if self.kv_cache_space is not None:
+            env["VLLM_CPU_KVCACHE_SPACE"] = self.kv_cache_space
         command = [
             python, "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(self.model_dir),
@@ -144,6 +151,7 @@ class RealVllm:
             "--port", str(self.port),
             "--dtype", "float32",
             "--max-model-len", str(self.max_model_len),
+            *self.extra_args,
         ]  # fmt: skip
         log = self.log_path.open("wb")
         # A new session, so stop() can end the engine core child processes with it.
