@@ -103,6 +103,13 @@ def _service(**spec: Any) -> dict[str, Any]:
             },
             "not in it",
         ),
+        (
+            {
+                "lora": {"loading": "static"},
+                "adapters": [{"name": "legal", "source": "s3://adapters/legal"}],
+            },
+            "adapter legal is fetched by an init step",
+        ),
     ],
 )
 def test_what_the_simulator_cannot_stand_in_for_is_refused(
@@ -117,3 +124,16 @@ def test_simulate_is_in_the_api() -> None:
     service = parse_llmservice(_service())
     assert service.spec.engine.simulate is True
     assert parse_llmservice(_service(engine={"kind": "vllm"})).spec.engine.simulate is False
+
+
+def test_the_simulator_gets_the_plans_lora_slots() -> None:
+    (rendered,) = render_documents(
+        [_service(adapters=[{"name": "chat", "source": "pvc://loras/chat"}],
+                  lora={"maxLoras": 2, "maxRank": 8})],
+        "in.yaml",
+    )  # fmt: skip
+    deployment = next(m for m in rendered.manifests if m["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    at = args.index("--enable-lora")
+    assert args[at : at + 5] == ["--enable-lora", "--max-loras", "2", "--max-lora-rank", "8"]
+    assert build_parser().parse_args(["sim", *args]).max_loras == 2

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from tokenfleet.api.base import FieldRefused, Rule, SpecModel, check
+from tokenfleet.api.base import FieldRefused, Rule, SpecModel, cel_rules, check
 from tokenfleet.api.model import NAME_PATTERN, SecretKeyRef
 
 # An adapter's name is a served model name, a path component of its files and an entry of
@@ -26,9 +26,11 @@ ADAPTER_NAME = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
 MAX_ADAPTERS = 256
 SCHEMES = ("hf", "s3", "pvc")
 SOURCE_FORMS = "hf://org/repo[@revision], s3://bucket/prefix or pvc://claim/path"
-_HF = re.compile(r"^hf://([A-Za-z0-9][\w.-]*)/([\w.-]+)(@([\w./-]+))?$")
-_S3 = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/[^\s]*)?$")
-_PVC = re.compile(r"^pvc://([a-z0-9]([-a-z0-9.]*[a-z0-9])?)(/[^\s]*)?$")
+# The forms each scheme takes; one copy for the CRD's CEL rule (RE2) and Python's re.
+HF_FORM = r"hf://([A-Za-z0-9][A-Za-z0-9_.-]*)/([A-Za-z0-9_.-]+)(@([A-Za-z0-9_./-]+))?"
+S3_FORM = r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/[^ ]*)?"
+PVC_FORM = r"pvc://([a-z0-9]([-a-z0-9.]*[a-z0-9])?)(/[^ ]*)?"
+_HF, _S3, _PVC = (re.compile(f"^{form}$") for form in (HF_FORM, S3_FORM, PVC_FORM))
 TargetModule = Literal[
     "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
     "embed_tokens", "lm_head",
@@ -44,8 +46,17 @@ class CredentialsRef(SpecModel):
     """Secret name."""
 
 
+KNOWN_SCHEME = Rule(
+    f"self.source.matches('^({HF_FORM}|{S3_FORM}|{PVC_FORM})$')",
+    "unknown source scheme or form",
+    f"use {SOURCE_FORMS}",
+)
+
+
 class AdapterSpec(SpecModel):
     """One LoRA adapter of the base model."""
+
+    model_config = ConfigDict(json_schema_extra=cel_rules(KNOWN_SCHEME))
 
     name: str = Field(min_length=1, max_length=128, pattern=ADAPTER_NAME)
     """The model name clients send to use it (unique; not the base model's served name)."""
@@ -68,12 +79,15 @@ class AdapterSpec(SpecModel):
         scheme = source.split("://", 1)[0] if "://" in source else ""
         if scheme not in SCHEMES:
             raise FieldRefused(
-                f"unknown source scheme {scheme + '://' if scheme else '(none)'}",
+                f"unknown source scheme or form ({scheme + '://' if scheme else 'no scheme'})",
                 f"use {SOURCE_FORMS}",
             )
         pattern = {"hf": _HF, "s3": _S3, "pvc": _PVC}[scheme]
         if not pattern.match(source):
-            raise FieldRefused(f"is not a valid {scheme}:// source", f"use {SOURCE_FORMS}")
+            raise FieldRefused(
+                f"unknown source scheme or form (not a valid {scheme}:// source)",
+                f"use {SOURCE_FORMS}",
+            )
         return source
 
     @property

@@ -19,6 +19,7 @@ from typing import Any
 import annotated_types
 from pydantic import BaseModel
 
+from tokenfleet.api.adapters import LoraSpec
 from tokenfleet.api.engine import EngineSpec
 from tokenfleet.api.gpu import GpuSpec
 from tokenfleet.api.spec import LLMService
@@ -52,6 +53,8 @@ CLI_FLAG_FIELDS: dict[str, tuple[type[BaseModel], str]] = {
     # No spec field: a replica spans one node per pipeline stage at most, so --max-nodes
     # takes the bounds of spec.gpu.pipelineParallelSize.
     "max_nodes": (GpuSpec, "pipeline_parallel_size"),
+    "lora_slots": (LoraSpec, "max_loras"),
+    "lora_rank": (LoraSpec, "max_rank"),
 }
 
 # The spec field behind each input the planner's errors and fixes name in CLI words.

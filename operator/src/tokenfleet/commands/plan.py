@@ -15,6 +15,7 @@ from tokenfleet.capacity.benchmark import BenchmarkRun
 from tokenfleet.capacity.catalog import served_model
 from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS
 from tokenfleet.capacity.load import Procedure
+from tokenfleet.capacity.lora import LoraRequest
 from tokenfleet.capacity.quantization import QUANTIZATIONS
 from tokenfleet.capacity.types import (
     DEFAULT_CONCURRENCY,
@@ -153,6 +154,18 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     )
     p.add_argument("--request-rate", type=float, help="requests/s of --benchmark poisson")
     p.add_argument("--price-per-gpu-hour", type=float, help="override the catalog price (USD)")
+    lora = p.add_argument_group("LoRA adapters (any of these turns the slots on)")
+    lora.add_argument(
+        "--lora-slots", type=int, help="adapters on the GPU at once (default: from --lora-adapters)"
+    )
+    lora.add_argument(
+        "--lora-rank",
+        type=int,
+        help="largest adapter rank (vLLM: 1, 8, 16, 32, 64, ...; default 16)",
+    )
+    lora.add_argument(
+        "--lora-adapters", type=int, help="adapters served (the default slots are chosen from it)"
+    )
     p.add_argument("--breakdown", choices=("textbook",), help="show the textbook formula instead")
     p.add_argument(
         "-o",
@@ -223,9 +236,19 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         max_nodes=args.max_nodes,
         objective=args.objective,
         target_requests_per_second=args.target_rps,
+        lora=lora_request(args),
     )
     check_request(request)
     return request
+
+
+def lora_request(args: argparse.Namespace) -> LoraRequest | None:
+    slots, rank, adapters = args.lora_slots, args.lora_rank, args.lora_adapters
+    if slots is None and rank is None and adapters is None:
+        return None
+    if adapters is not None and adapters < 0:
+        raise PlanError("lora-adapters", adapters, "must not be negative", "pass 0 or more")
+    return LoraRequest(adapters=adapters or 0, slots=slots, max_rank=rank)
 
 
 def plan_document(p: Plan, model_ref: str) -> dict[str, Any]:
@@ -435,10 +458,28 @@ def vllm_memory_lines(p: Plan) -> list[str]:
         f"    activation         {m.activation / GIB:8.2f}",
         f"    overhead           {m.overhead / GIB:8.2f}   non-torch {m.non_torch / GIB:.2f}, "
         f"CUDA graphs {m.cuda_graphs / GIB:.2f} ({graphs} the budget)",
+        *_lora_line(p, "    LoRA slots         "),
         f"    KV cache           {m.kv_cache / GIB:8.2f}",
         f"    total              {m.total / GIB:8.2f}   budget {m.budget / GIB:.2f} of "
         f"{p.gpu.memory_gib:.2f}",
     ]
+
+
+def _lora_note(p: Plan) -> str:
+    """The slots behind the LoRA row, and the KV tokens they take."""
+    lora = p.lora
+    assert lora is not None
+    slots = lora.engine_slots(p.engine)
+    flags = "--max-loras-per-batch" if p.engine == "sglang" else "--max-loras"
+    chosen = ", chosen for the adapters listed" if lora.chosen else ""
+    displaced = int(p.memory.lora // max(p.kv_bytes_per_token, 1))
+    return f"{flags} {slots} x rank {lora.max_rank}{chosen}: {displaced:,} KV tokens"
+
+
+def _lora_line(p: Plan, label: str) -> list[str]:
+    if p.lora is None:
+        return []
+    return [f"{label}{p.memory.lora / GIB:8.2f}   {_lora_note(p)}"]
 
 
 def sglang_memory_lines(p: Plan) -> list[str]:
@@ -456,6 +497,7 @@ def sglang_memory_lines(p: Plan) -> list[str]:
             f"   of the {(m.budget + rest) / GIB:.2f} free at start",
         ),
         ("  weights", m.weights, ""),
+        *([("  LoRA pool", m.lora, "   " + _lora_note(p))] if p.lora is not None else []),
         ("  KV cache pool", m.kv_cache, ""),
         ("the rest: activations, CUDA graphs", rest, ""),
         ("total", m.total, f"   the GPU's {p.gpu.memory_gib:.2f}"),

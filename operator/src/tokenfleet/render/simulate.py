@@ -42,6 +42,15 @@ def check_simulate(service: LLMService, plan: Plan) -> None:
             "runs one pod per replica",
             "simulate a model whose replica fits one node (a smaller model or a larger GPU)",
         )
+    fetched = [a.name for a in service.spec.adapters if a.scheme == "s3" or a.revision]
+    if fetched:
+        raise PlanError(
+            "spec.engine.simulate",
+            True,
+            f"adapter {fetched[0]} is fetched by an init step (s3:// or a pinned Hub revision) "
+            "that the simulator's pod has no tools for",
+            "simulate with pvc:// or hf:// sources without a revision",
+        )
     model = service.spec.model
     try:
         load_model(model.id, "spec.model.id")

@@ -10,6 +10,14 @@ Everything here follows llm-d/llm-d-router v0.10.0 (engines.images.PICKER_VERSIO
   group llm-d.ai): the chart's default profile (_config.yaml) of queue-scorer (weight 2),
   kv-cache-utilization-scorer (2) and prefix-cache-scorer (3) over the metrics-data-source /
   core-metrics-extractor pair, which reads vLLM's or SGLang's /metrics;
+- LoRA (spec.adapters, vLLM only): lora-affinity-scorer
+  (pkg/epp/framework/plugins/scheduling/scorer/loraaffinity/lora_affinity.go): 1.0 for a pod
+  running the requested adapter, 0.8 for one with a free slot, 0.6 for one where it waits,
+  from the extractor's LoRASpec `vllm:lora_requests_info` (running_lora_adapters,
+  waiting_lora_adapters, max_lora; datalayer/extractor/metrics/factories.go). Weight 1: the
+  plugin README's example and the loader's DefaultScorerWeight (pkg/epp/config/loader/
+  defaults.go). SGLang's engine config there has no LoRASpec, so the scorer would see no
+  adapter anywhere; it is not rendered for SGLang;
 - flow control (pkg/epp/flowcontrol/README.md): off by default, on through the
   `flowControl` feature gate. With minReplicas 0 it is the waiting room that holds requests
   while the pool has no endpoints; defaultRequestTTL bounds the wait.
@@ -38,6 +46,15 @@ HEALTH_PORT = 9003
 METRICS_PORT = 9090
 # Scorer weights of llm-d-router's default profile: prefix affinity first, then load.
 SCORERS = (("queue-scorer", 2), ("kv-cache-utilization-scorer", 2), ("prefix-cache-scorer", 3))
+LORA_SCORER = ("lora-affinity-scorer", 1)
+
+
+def scorers(service: LLMService, plan: Plan) -> tuple[tuple[str, int], ...]:
+    """The profile's scorers: the default three, and LoRA affinity when vLLM serves adapters
+    (the engine the extractor reads adapters from)."""
+    if service.spec.lora_enabled and plan.engine == "vllm":
+        return (*SCORERS, LORA_SCORER)
+    return SCORERS
 
 
 def scales_to_zero(service: LLMService) -> bool:
@@ -51,11 +68,12 @@ def picker_config(service: LLMService, plan: Plan) -> dict[str, Any]:
     extractor: dict[str, Any] = {"type": "core-metrics-extractor"}
     if plan.engine != "vllm":  # the extractor's default engine is vLLM
         extractor["parameters"] = {"defaultEngine": plan.engine}
+    chosen = scorers(service, plan)
     config: dict[str, Any] = {
         "apiVersion": "llm-d.ai/v1alpha1",
         "kind": "EndpointPickerConfig",
         "plugins": [
-            *({"type": name} for name, _ in SCORERS),
+            *({"type": name} for name, _ in chosen),
             {
                 "type": "metrics-data-source",
                 "parameters": {"scheme": "http", "path": info.metrics_path},
@@ -65,7 +83,7 @@ def picker_config(service: LLMService, plan: Plan) -> dict[str, Any]:
         "schedulingProfiles": [
             {
                 "name": "default",
-                "plugins": [{"pluginRef": name, "weight": weight} for name, weight in SCORERS],
+                "plugins": [{"pluginRef": name, "weight": weight} for name, weight in chosen],
             }
         ],
     }
