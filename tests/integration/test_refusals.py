@@ -20,6 +20,13 @@ from tokenfleet.testing.kmock_cluster import Cluster
          "spec.model.quantization=awq: does not match the checkpoint"),
         ("bad-tp", {"gpu": {"tensorParallelSize": 3}},
          "spec.gpu.tensorParallelSize=3: tensor-parallel size does not divide"),
+        # LoRA slots that leave no KV cache for one request of maxModelLen
+        ("lora-no-kv", {"gpu": {"tensorParallelSize": 1}, "workload": {"maxModelLen": 32768},
+                        "lora": {"maxLoras": 16, "maxRank": 512}},
+         "spec.lora.maxLoras=16: 16 adapter slot(s) at rank 512 take 44.04 GiB per GPU, which "
+         "leaves no KV cache for one request of max-model-len 32,768"),
+        ("lora-rank-48", {"lora": {"maxRank": 48}},
+         "spec.lora.maxRank=48: is not a rank vLLM preallocates"),
     ],
 )  # fmt: skip
 async def test_refused_with_the_spec_field(

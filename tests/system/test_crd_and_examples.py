@@ -260,10 +260,60 @@ BASE: dict[str, Any] = {
         ("engine", {"env": [{"name": "A", "value": "1"}]}),
         ("engine", {"env": [{"name": "A"}]}),
         ("engine", {"env": [{"name": "A", "value": "1", "valueFrom": {"fieldRef": {}}}]}),
+        ("lora", {"maxRank": 16}),
+        ("lora", {"maxRank": 8}),  # below the rank-16 adapter of LORA_BASE
+        ("lora", {"maxLoras": 1}),  # two pinned adapters in LORA_BASE
+        ("lora", {"maxLoras": 2}),
+        ("lora", {"loading": "static"}),
     ],
 )
 def test_cel_and_python_agree(section: str, patch: dict[str, Any], validator: CrdValidator) -> None:
-    _agree(section, patch, validator)
+    _agree(section, patch, validator, LORA_BASE if section == "lora" else BASE)
+
+
+# SGLang (pinning), two pinned adapters of rank 16 from the Hub.
+LORA_BASE: dict[str, Any] = {
+    **BASE,
+    "spec": {
+        **BASE["spec"],
+        "engine": {"kind": "sglang"},
+        "adapters": [
+            {"name": "a", "source": "hf://org/a", "rank": 16, "pinned": True},
+            {"name": "b", "source": "hf://org/b", "pinned": True},
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("adapters", "refused"),
+    [
+        ([{"name": "a", "source": "hf://org/a"}], False),
+        ([{"name": "a", "source": "hf://org/a@v1"}], True),  # dynamic loading: no revision
+        ([{"name": "a", "source": "s3://bucket/a"}], True),  # dynamic loading: no s3
+        ([{"name": "a", "source": "pvc://claim/a"}], False),
+        ([{"name": "a", "source": "pvc://Claim/a"}], True),  # not a claim name
+        ([{"name": "a", "source": "gs://bucket/a"}], True),
+        ([{"name": "t", "source": "hf://org/a"}], False),  # the object's name is no model name
+        ([{"name": "meta-llama", "source": "hf://org/a"}], False),
+        ([{"name": "a", "source": "hf://org/a", "pinned": True}], True),  # vLLM cannot pin
+    ],
+)
+def test_cel_and_python_agree_on_adapters(
+    adapters: list[dict[str, Any]], refused: bool, validator: CrdValidator
+) -> None:
+    base = copy.deepcopy(BASE)
+    base["spec"]["adapters"] = adapters
+    assert _agree("model", {}, validator, base) == refused
+
+
+def test_cel_and_python_agree_on_the_base_models_name(validator: CrdValidator) -> None:
+    base = copy.deepcopy(BASE)
+    base["spec"]["adapters"] = [{"name": "meta-llama/Llama-3.1-8B", "source": "hf://org/a"}]
+    # Not a valid adapter name at all (a slash): the schema refuses it first.
+    assert validator.errors(base)
+    base["spec"]["adapters"] = [{"name": "chat", "source": "hf://org/a"}]
+    assert _agree("model", {"servedName": "chat"}, validator, base)
 
 
 @pytest.mark.parametrize("routing", [True, False])

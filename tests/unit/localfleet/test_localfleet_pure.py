@@ -194,3 +194,31 @@ def test_plan_header_says_the_ttft_quantile_is_bucket_interpolation() -> None:
     slo = Slo(ttft_s=1.0, tpot_s=0.1, quantile=0.95, attainment=0.99)
     header = "\n".join(plan_header("x", {"spec": {}, "status": {"plan": {}}}, slo, 10.0))
     assert "TTFT-Q" in header and "interpolation" in header and "p95" in header
+
+
+def test_lora_flags_reach_the_simulator_in_its_words() -> None:
+    from tokenfleet.localfleet.pods import lora_sim_args
+
+    vllm_argv = ["vllm", "serve", "m", "--enable-lora", "--max-loras", "4", "--max-lora-rank",
+                 "16", "--lora-modules", "a=/x/a", "b=/x/b", "--port", "8000"]  # fmt: skip
+    assert lora_sim_args("vllm", vllm_argv) == [
+        "--enable-lora", "--max-loras", "4", "--max-lora-rank", "16",
+        "--lora-modules", "a=/x/a", "b=/x/b",
+    ]  # fmt: skip
+    pinned = '{"lora_name":"a","lora_path":"/x/a","pinned":true}'
+    sglang_argv = ["--enable-lora", "--max-loras-per-batch", "5", "--lora-paths", pinned, "b=/x/b"]
+    # SGLang counts the base model's slot: 5 per batch is 4 adapters.
+    assert lora_sim_args("sglang", sglang_argv) == [
+        "--enable-lora", "--max-loras", "4", "--lora-modules", "a=/x/a", "b=/x/b"
+    ]  # fmt: skip
+
+
+def test_a_gated_pod_carries_its_gates_and_the_engines_literal_env() -> None:
+    deployment = deployment_of("llama-3.1-8b-lora-adapters.yaml")
+    engine = engine_deployment(deployment, 1.0)
+    assert engine is not None
+    assert engine.readiness_gates == ("tokenfleet.dev/adapters-loaded",)
+    assert ("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "True") in engine.env
+    assert "--enable-lora" in engine.sim_args
+    pod = pod_manifest(engine, "p-0", 1234)
+    assert pod["spec"]["readinessGates"] == [{"conditionType": "tokenfleet.dev/adapters-loaded"}]
