@@ -5,7 +5,7 @@ settings, and the plan's prediction of that difference for the same model config
 Each engine sizes its KV cache from a budget less what it holds; the budget (node memory x
 --gpu-memory-utilization) moves with the machine's memory, so the runs are compared at the
 same budget: the difference in what each holds besides the KV cache, which is the KV cache
-the slots take away (lora_engine.py). Three engine starts, one after the other.
+the slots take away (tests/support/lora_engine.py). Three engine starts, one after the other.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 
 import pytest
-from lora_engine import MAKE_WIDE_MODEL, KvReport, kv_report
-from real_vllm import RealVllm, engines_python, make_tiny_model
 
+from tests.support.lora_engine import MAKE_WIDE_MODEL, KvReport, kv_report
+from tests.support.real_vllm import RealVllm, engines_python, make_tiny_model
 from tokenfleet.capacity import PlanRequest, get_gpu, parse_config, plan
 from tokenfleet.capacity.lora import LoraRequest
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import SimProcess
-from lora_engine import make_adapter
-from real_vllm import RealVllm, engines_python, make_tiny_model
-from test_sim_vs_real_vllm import families
 
+from tests.support.lora_engine import make_adapter
+from tests.support.metric_families import families
+from tests.support.real_vllm import RealVllm, engines_python, make_tiny_model
+from tests.support.sims import SimProcess
 from tokenfleet.engines.lora import VLLM_INFO_LABELS, VLLM_INFO_METRIC, VLLM_RUNTIME_ENV
 
 pytestmark = [pytest.mark.system, pytest.mark.engines]

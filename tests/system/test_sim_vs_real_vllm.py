@@ -10,39 +10,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.metric_families import families
 from tests.support.real_vllm import RealVllm
 from tests.support.sims import SimProcess
 
 pytestmark = [pytest.mark.system, pytest.mark.engines]
-
-
-@dataclass(frozen=True)
-class Family:
-    type: str
-    labels: frozenset[str]
-    buckets: tuple[float, ...]
-
-
-def families(text: str, prefix: str = "vllm:") -> dict[str, Family]:
-    found: dict[str, Family] = {}
-    for family in text_string_to_metric_families(text):
-        if not family.name.startswith(prefix):
-            continue
-        labels: set[str] = set()
-        buckets: set[float] = set()
-        for sample in family.samples:
-            labels.update(k for k in sample.labels if k != "le")
-            if sample.name.endswith("_bucket"):
-                buckets.add(float(sample.labels["le"]))
-        found[family.name] = Family(family.type, frozenset(labels), tuple(sorted(buckets)))
-    return found
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from render_cases import render_case
 
+from tests.support.render_cases import render_case
 from tokenfleet import render
 from tokenfleet.api import parse_llmservice, plan_service, to_plan_request
 from tokenfleet.render import routing

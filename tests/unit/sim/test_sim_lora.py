@@ -6,6 +6,7 @@ test_lora_sim_vs_real_vllm.py holds the vLLM half against a real engine.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -15,12 +16,31 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
-from test_server import CONFIG, FlatTimer, ManualClock
 
+from tests.support.step_timers import Roofline
+from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
 from tokenfleet.sim.lora import Adapters, LoraSettings, LoraTimer
 from tokenfleet.sim.server import SimSettings, build_app
 
 Client = Callable[..., Any]
+FLAT = Roofline(overhead=0.010, per_prefill_token=0.0001)
+CONFIG = SchedulerConfig(
+    kv_cache_tokens=8192, max_num_seqs=8, max_num_batched_tokens=512, max_model_len=1024
+)
+
+
+class ManualClock:
+    """Time moves only when the engine waits for a step to end: it jumps to that end."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        await asyncio.sleep(0)
 
 
 def adapter_dir(root: Path, name: str, rank: int) -> Path:
@@ -39,9 +59,7 @@ async def client(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
             served_model="base", engine=engine, config=CONFIG, time_scale=1000.0,
             lora=LoraSettings(**{"slots": 2, "max_rank": 16, **lora}),
         )  # fmt: skip
-        c: TestClient[Any, Any] = TestClient(
-            TestServer(build_app(settings, FlatTimer(), ManualClock()))
-        )
+        c: TestClient[Any, Any] = TestClient(TestServer(build_app(settings, FLAT, ManualClock())))
         await c.start_server()
         started.append(c)
         return c
@@ -125,20 +143,18 @@ async def test_sglang_load_pinning_and_base_colon_adapter(client: Client, tmp_pa
 
 
 def test_steps_with_adapter_requests_pay_the_lora_kernels() -> None:
-    from tokenfleet.scheduling.core import Scheduler, SimRequest
-
     adapters = Adapters(
         "vllm", "base", LoraSettings(slots=4, static=(("a", "org/a"), ("b", "org/b")))
     )
-    timer = LoraTimer(FlatTimer(), adapters, fixed_s=0.002, per_adapter_s=0.0005)
+    timer = LoraTimer(FLAT, adapters, fixed_s=0.002, per_adapter_s=0.0005)
     scheduler = Scheduler(replace(CONFIG), timer)
     timer.scheduler = scheduler
-    plain = FlatTimer().step_seconds(0, 1, 100)
+    plain = FLAT.step_seconds(0, 1, 100)
     requests = [SimRequest(f"r{i}", 10, 5, 0.0) for i in range(3)]
     for request in requests:
         scheduler.add(request)
     scheduler.running = list(requests)
-    assert timer.step_seconds(0, 3, 300) == pytest.approx(FlatTimer().step_seconds(0, 3, 300))
+    assert timer.step_seconds(0, 3, 300) == pytest.approx(FLAT.step_seconds(0, 3, 300))
     adapters.tag(requests[0], "a")
     adapters.tag(requests[1], "b")
     adapters.tag(requests[2], "a")

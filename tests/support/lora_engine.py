@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from real_vllm import MAKE_MODEL
+from tests.support.real_vllm import MAKE_MODEL
 
 _TINY = (
     "vocab_size=max(tok.get_vocab_size(), 64), hidden_size=256, intermediate_size=512,\n"
