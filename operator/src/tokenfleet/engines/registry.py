@@ -34,6 +34,12 @@ class Engine:
     # replaces `program` for images that start the engine another way).
     args: Callable[[Plan, Launch], list[str]]
     command: Callable[[Plan, Launch, Sequence[str]], list[str]]
+    # The scheduler's view of the engine, for the simulator and the fleet replay: the KV
+    # page in tokens, whether prefill chunks share a step with decodes (SGLang runs prefill
+    # batches its decodes wait for), and the token-length histograms' bounds at a context.
+    block_size: int
+    mixed_prefill: bool
+    token_buckets: Callable[[int], Sequence[float]]
 
     @property
     def name(self) -> str:
@@ -71,6 +77,9 @@ REGISTRY: Mapping[str, Engine] = {
         ),
         args=vllm.engine_args,
         command=vllm.engine_command,
+        block_size=vllm.BLOCK_SIZE,
+        mixed_prefill=True,
+        token_buckets=vllm.request_token_buckets,
     ),
     "sglang": Engine(
         info=sglang.INFO,
@@ -83,6 +92,9 @@ REGISTRY: Mapping[str, Engine] = {
         },
         args=sglang.engine_args,
         command=sglang.engine_command,
+        block_size=sglang.BLOCK_SIZE,
+        mixed_prefill=False,
+        token_buckets=sglang.request_token_buckets,
     ),
 }
 

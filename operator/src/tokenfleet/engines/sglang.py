@@ -41,6 +41,16 @@ TOKENS_BUCKETS = (
     12500, 15000, 17500, 20000, 22500, 25000, 27500, 30000, 35000, 40000, 60000, 80000,
     100000, 200000, 300000, 400000, 600000, 800000, 1000000, 1100000,
 )  # fmt: skip
+# Token pool page in tokens: server_args.py's page_size default (1).
+BLOCK_SIZE = 1
+
+
+def request_token_buckets(max_model_len: int) -> tuple[float, ...]:
+    """The bounds of SGLang's prompt- and generation-length histograms: fixed, whatever the
+    context."""
+    del max_model_len
+    return TOKENS_BUCKETS
+
 
 METRICS = MetricNames(
     ttft="sglang:time_to_first_token_seconds",

@@ -45,6 +45,24 @@ ITL_BUCKETS = (
 )  # fmt: skip
 ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 PARAMS_N_BUCKETS = (1, 2, 5, 10, 20)
+# KV cache page (block) in tokens: vllm/config/cache.py's default block_size on CUDA.
+BLOCK_SIZE = 16
+
+
+def request_token_buckets(max_model_len: int) -> list[float]:
+    """vLLM's 1-2-5 series up to max_model_len (buckets.build_1_2_5_buckets): the bounds of
+    its prompt- and generation-length histograms."""
+    buckets: list[float] = []
+    exponent = 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10**exponent
+            if value > max_model_len:
+                return buckets
+            buckets.append(value)
+        exponent += 1
+
+
 PREEMPTIONS_BUCKETS = (1, 2, 3, 4, 5, 10, 20)
 
 METRICS = MetricNames(

@@ -34,19 +34,6 @@ NOT_EMULATED: dict[str, str] = {
 }
 
 
-def request_token_buckets(max_model_len: int) -> list[float]:
-    """vLLM's 1-2-5 series up to max_model_len (buckets.build_1_2_5_buckets)."""
-    buckets: list[float] = []
-    exponent = 0
-    while True:
-        for mantissa in (1, 2, 5):
-            value = mantissa * 10**exponent
-            if value > max_model_len:
-                return buckets
-            buckets.append(value)
-        exponent += 1
-
-
 class EngineMetrics(Protocol):
     registry: CollectorRegistry
 
@@ -166,7 +153,7 @@ class VllmMetrics:
         for reason in ("max_num_queued_reqs", "max_num_queued_tokens"):
             rejections.labels(model_name, reason)
 
-        tokens = request_token_buckets(max_model_len)
+        tokens = vllm.request_token_buckets(max_model_len)
         self.prompt_tokens_request = histogram(
             _V.prompt_length, "Number of prefill tokens processed.", tokens
         )

@@ -12,6 +12,7 @@ from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.quantization import weight_format
 from tokenfleet.capacity.types import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS, Plan
 from tokenfleet.capacity.validate import check_request
+from tokenfleet.engines import engine
 from tokenfleet.engines.lora import VLLM_RUNTIME_ENV
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.sim.lora import LoraSettings
@@ -134,8 +135,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
     p = plan_for(args)
     kv = args.kv_cache_tokens or p.kv_cache_tokens
     max_model_len = p.max_model_len
-    # vLLM pages KV in blocks of 16 tokens; SGLang's token pool has a page size of 1.
-    block_size = 1 if p.engine == "sglang" else 16
+    block_size = engine(p.engine).block_size
     if p.engine == "sglang":
         # SGLang keeps the model's context length but caps a request at the token pool.
         max_model_len = min(max_model_len, kv)
@@ -153,8 +153,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
         max_num_batched_tokens=p.max_num_batched_tokens,
         max_model_len=max_model_len,
         block_size=block_size,
-        # SGLang runs prefill batches that its decodes wait for; vLLM mixes them (core.py).
-        mixed_prefill=p.engine != "sglang",
+        mixed_prefill=engine(p.engine).mixed_prefill,
         long_prefill_token_threshold=_long_prefill(args, p.engine, max_model_len),
     )
     step = step_model(p)

@@ -47,9 +47,8 @@ from tokenfleet.autoscale.mix import mix_capacity
 from tokenfleet.autoscale.types import FleetState
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
 from tokenfleet.capacity.pinned import pin_layout
-from tokenfleet.engines import sglang
+from tokenfleet.engines import engine
 from tokenfleet.scheduling.core import SchedulerConfig
-from tokenfleet.sim.exporter import request_token_buckets
 
 POLICIES = ("tokenfleet", "keda", "hpa", "static", "reactive", "hold", "oracle")
 ORACLE_BUCKET_S = 60.0  # the oracle and the static provision plan per minute of load
@@ -267,7 +266,7 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
     base = options.request or PlanRequest(
         arch=load_model(options.model, "--model"),
         gpu=get_gpu(options.gpu),
-        engine="sglang" if options.engine == "sglang" else "vllm",
+        engine=options.spec.engine.kind,
         max_model_len=options.max_model_len,
     )
     # The layout is the user's (flags or the LLMService); the mix is the trace's.
@@ -291,9 +290,7 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
         request = replace(pinned, input_tokens=prompt_tokens, output_tokens=output_tokens)
         return plan(request).predicted.goodput_requests_per_second
 
-    bounds = (
-        sglang.TOKENS_BUCKETS if p.engine == "sglang" else request_token_buckets(p.max_model_len)
-    )
+    bounds = engine(p.engine).token_buckets(p.max_model_len)
     # The policy starts from plan() at the spec's lengths (the trace's means, as a user
     # would write them) and, once traffic is seen, feeds forward plan() at the observed
     # attainable mix (mix.py, MixFeed in run_policy), as the operator does.
@@ -310,7 +307,7 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
         max_num_seqs=p.max_num_seqs,
         max_num_batched_tokens=p.max_num_batched_tokens,
         max_model_len=p.max_model_len,
-        block_size=1 if p.engine == "sglang" else 16,
+        block_size=engine(p.engine).block_size,
         long_prefill_token_threshold=p.long_prefill_token_threshold,
     )
     shape = ReplicaShape(config, step_model(p), p.gpus_per_replica)
@@ -624,11 +621,7 @@ def observed_ceiling(setup: Setup, window: observed.Window, now: float) -> Ceili
         return None
     o = setup.options
     config = setup.shape.config
-    bounds = (
-        sglang.TOKENS_BUCKETS
-        if o.engine == "sglang"
-        else request_token_buckets(config.max_model_len)
-    )
+    bounds = engine(o.engine).token_buckets(config.max_model_len)
     return ceiling(
         setup.shape.timer,
         config.max_num_batched_tokens,
