@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module_name, help_text) in COMMANDS.items():
         try:
             module = importlib.import_module(f"tokenfleet.commands.{module_name}")
+            if module_name in TOOLING_COMMANDS:  # its flags may import the tooling too
+                module.add_arguments(argparse.ArgumentParser(add_help=False), name)
         except ModuleNotFoundError as missing:
             if not _tooling_missing(missing):
                 raise
@@ -82,6 +84,9 @@ def _tooling_missing(error: ModuleNotFoundError) -> bool:
     name = error.name or ""
     return name == "aiohttp" or name.startswith(TOOLING_PACKAGES)
 
+
+# The commands of the tooling: the operator image's install lacks what they import.
+TOOLING_COMMANDS = frozenset({"autoscale_sim", "bench", "calibrate", "demo", "sim"})
 
 # pyproject.toml [tool.tokenfleet] tooling-packages (a unit test checks they agree).
 TOOLING_PACKAGES = (

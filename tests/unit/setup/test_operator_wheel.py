@@ -50,10 +50,13 @@ def test_the_operator_imports_no_tooling() -> None:
 def test_a_tooling_command_without_its_package_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """As in the operator image: every tooling package absent, each tooling command's
+    module imported afresh."""
     for name in list(sys.modules):
-        if name.startswith("tokenfleet.calibration") or name == "tokenfleet.commands.calibrate":
+        if name.startswith(TOOLING_PACKAGES) or name.startswith("tokenfleet.commands."):
             monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "tokenfleet.calibration", None)  # as if not installed
+    for package in TOOLING_PACKAGES:
+        monkeypatch.setitem(sys.modules, package, None)  # as if not installed
     assert main(["calibrate", "--perf"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "tokenfleet.calibration" in err[0] and "not in this install" in err[0]
