@@ -12,6 +12,7 @@ import dataclasses
 
 import pytest
 
+from tests.support.services import llmservice
 from tokenfleet.api.planrequest import to_plan_request
 from tokenfleet.api.spec import LLMService
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model, plan
@@ -75,18 +76,8 @@ def test_a_dense_model_is_refused_naming_the_flag() -> None:
 
 
 def test_a_dense_model_is_refused_naming_the_spec_field() -> None:
-    service = LLMService.model_validate(
-        {
-            "apiVersion": "tokenfleet.dev/v1alpha1",
-            "kind": "LLMService",
-            "metadata": {"name": "dense", "namespace": "team-a"},
-            "spec": {
-                "model": {"id": "meta-llama/Llama-3.1-8B"},
-                "gpu": {"type": "l4"},
-                "engine": {"expertParallel": True},
-            },
-        }
-    )
+    body = llmservice("dense", "team-a", engine={"expertParallel": True})
+    service = LLMService.model_validate(body)
     with pytest.raises(PlanError) as error:
         to_plan_request(service)
     assert error.value.field == "spec.engine.expertParallel"

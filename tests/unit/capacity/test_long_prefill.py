@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.support.services import llmservice
 from tokenfleet.api import parse_llmservice
 from tokenfleet.api.planrequest import to_plan_request
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
@@ -93,17 +94,7 @@ def test_engines_without_the_exempt_cap_are_refused(engine: str, version: str | 
 
 
 def test_the_llmservice_field_reaches_the_plan() -> None:
-    body = {
-        "apiVersion": "tokenfleet.dev/v1alpha1",
-        "kind": "LLMService",
-        "metadata": {"name": "chat", "namespace": "default"},
-        "spec": {
-            "model": {"id": "meta-llama/Llama-3.1-8B"},
-            "gpu": {"type": "l40s"},
-            "engine": {"capLongPrefills": True},
-            "workload": {"maxModelLen": 8192},
-        },
-    }
+    body = llmservice(gpu="l40s", engine={"capLongPrefills": True}, workload={"maxModelLen": 8192})
     service = parse_llmservice(body)
     p = plan(to_plan_request(service))
     assert p.long_prefill_token_threshold > 0

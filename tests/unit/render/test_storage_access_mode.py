@@ -6,23 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.services import llmservice
 from tokenfleet.api import parse_llmservice
 from tokenfleet.render.storage import model_cache_claim
 
 
 def _claim(storage: dict[str, object]) -> dict[str, object]:
-    service = parse_llmservice(
-        {
-            "apiVersion": "tokenfleet.dev/v1alpha1",
-            "kind": "LLMService",
-            "metadata": {"name": "m", "namespace": "default"},
-            "spec": {
-                "model": {"id": "meta-llama/Llama-3.1-8B"},
-                "gpu": {"type": "l4"},
-                "storage": storage,
-            },
-        }
-    )
+    service = parse_llmservice(llmservice("m", storage=storage))
     claim = model_cache_claim(service)
     assert claim is not None
     return claim
