@@ -63,7 +63,17 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument(
         "--policy",
         default="all",
-        help="tokenfleet | keda | hpa | static | reactive | hold | oracle | all, or a comma list",
+        help="tokenfleet | keda | kserve | hpa | static | reactive | hold | oracle | all, or a "
+        "comma list (keda: llm-d's KEDA + EPP guide; kserve: KServe's KEDA example; hpa: an "
+        "HPA on vLLM's queue)",
+    )
+    p.add_argument(
+        "--peer-thresholds",
+        choices=("best", "documented"),
+        default="best",
+        help="best: each peer at the best threshold of a small sweep on this trace (the "
+        "fewest GPU-hours reaching the attainment ours aims at); documented: at the value "
+        "its guide ships (default: %(default)s)",
     )
     # The flags that say what an LLMService says default to None: a flag not given leaves
     # the replayed resource's value (-f) or the default LLMService's (fleetsim.run).
@@ -237,6 +247,7 @@ def options(args: argparse.Namespace) -> Any:
         strict=args.strict,
         routing="affinity" if args.routing == "compare" else args.routing,
         request=request,
+        peer_thresholds=args.peer_thresholds,
     )
 
 
@@ -261,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
     setup, results = simulate(trace, replay, policies)
     by_routing = {replay.routing: results}
     if args.routing == "compare":
-        by_routing.update(run_routings(setup, policies, ("round-robin",)))
+        chosen = {name: r.thresholds for name, r in results.items() if r.thresholds}
+        by_routing.update(run_routings(setup, policies, ("round-robin",), chosen))
     points = frontier(setup) if args.frontier else ()
     if args.output == "json":
         document = report.to_json(setup, results, points)

@@ -46,6 +46,7 @@ def test_json_shape(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None
     assert set(doc["policies"]) == {
         "tokenfleet",
         "keda",
+        "kserve",
         "hpa",
         "static",
         "reactive",
@@ -59,6 +60,11 @@ def test_json_shape(capsys: pytest.CaptureFixture[str], short_csv: Path) -> None
     assert doc["policies"]["static"]["scaleEvents"] == 0
     assert doc["policies"]["oracle"]["gpuHours"] <= doc["policies"]["static"]["gpuHours"]
     assert doc["setup"]["coldStartSeconds"] == 60
+    # Each peer says where its configuration comes from and which point of its sweep ran.
+    assert set(doc["peers"]) == {"keda", "kserve", "hpa"}
+    for name, peer in doc["peers"].items():
+        assert peer["source"] and peer["chosenBy"] == "best", name
+        assert peer["thresholds"] in [point["thresholds"] for point in peer["sweep"]], name
 
 
 @pytest.mark.slow

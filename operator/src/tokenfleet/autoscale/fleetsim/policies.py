@@ -1,6 +1,7 @@
 """The autoscalers `tokenfleet autoscale-sim` compares: ours (the operator's own
-`policy.decide`), KEDA-style and HPA-style rules as KServe documents them, a static peak
-provision and the oracle. Each sees what its real counterpart would see, every `period`.
+`policy.decide`), the HPA law the peers run on (their configurations: peers.py), a static
+peak provision and the oracle. Each sees what its real counterpart would see, every
+`period`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,6 @@ HPA_SYNC_S = 15.0  # --horizontal-pod-autoscaler-sync-period
 HPA_TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance
 HPA_DOWN_WINDOW_S = 300.0  # behavior.scaleDown.stabilizationWindowSeconds
 HPA_UP_PODS = 4  # behavior.scaleUp: max(4 pods, 100%) per 15 s
-KEDA_POLL_S = 30.0  # KEDA pollingInterval
-KEDA_WAITING_TARGET = 5.0  # waiting requests per replica (llm-d / KServe's KEDA example)
-HPA_RUNNING_TARGET = 2.0  # vllm:num_requests_running per pod, KServe's LLM autoscaling docs
 
 
 @dataclass(frozen=True)
@@ -82,20 +80,23 @@ class Tokenfleet:
 
 @dataclass
 class HpaRule:
-    """The HPA v2 law on one per-pod metric: desired = ceil(sum over ready pods / target),
-    nothing within the 10% tolerance, up at most max(4 pods, 100%) per sync, down to the
-    highest recommendation of the last 300 s. The metric is re-read every `poll` seconds
-    (KEDA's polling interval; the HPA's own metrics pipeline reads every sync)."""
+    """The HPA v2 law on per-replica metrics (each a (read, target) pair): per metric,
+    desired = ceil(value x ready pods / target), nothing within the 10% tolerance; the
+    largest recommendation wins. Up at most max(`up_min_pods`, 100%) per sync (the HPA's
+    default behavior: 4 pods; 0 for a behavior of Percent 100 alone), down to the highest
+    recommendation of the last 300 s. The metrics are re-read every `poll` seconds (KEDA's
+    polling interval; the HPA's own metrics pipeline reads every sync). The peers' rules
+    are in peers.py."""
 
     name: str
-    metric: Callable[[Signals], float | None]
-    target: float
+    metrics: tuple[tuple[Callable[[Signals], float | None], float], ...]
     poll: float
     start: int
     lo: int
     hi: int
+    up_min_pods: int = HPA_UP_PODS
     period: float = HPA_SYNC_S
-    _value: float | None = None
+    _values: tuple[float | None, ...] = ()
     _polled_at: float = -math.inf
     _recs: list[tuple[float, int]] = field(default_factory=list)
 
@@ -104,33 +105,26 @@ class HpaRule:
 
     def decide(self, view: FleetView) -> int:
         if view.now - self._polled_at >= self.poll - 1e-9:
-            self._value, self._polled_at = self.metric(view.signals), view.now
+            self._values = tuple(read(view.signals) for read, _ in self.metrics)
+            self._polled_at = view.now
         desired, ready = view.current.desired, view.current.ready
-        rec = desired
-        if self._value is not None:
-            ratio = self._value / self.target
-            if abs(ratio - 1) > HPA_TOLERANCE:
-                rec = math.ceil(self._value * ready / self.target - 1e-9)
+        recs = []
+        for value, (_, target) in zip(self._values, self.metrics, strict=True):
+            if value is None:
+                continue
+            if abs(value / target - 1) > HPA_TOLERANCE:
+                recs.append(math.ceil(value * ready / target - 1e-9))
+            else:
+                recs.append(desired)
+        rec = max(recs) if recs else desired
         rec = min(max(rec, self.lo), self.hi)
         self._recs = [(t, n) for t, n in self._recs if t > view.now - HPA_DOWN_WINDOW_S]
         self._recs.append((view.now, rec))
         if rec > desired:
-            return min(rec, desired + max(HPA_UP_PODS, desired))
+            return min(rec, desired + max(self.up_min_pods, desired))
         if rec < desired:
             return min(desired, max(n for _, n in self._recs))
         return desired
-
-
-def keda(start: int, lo: int, hi: int) -> HpaRule:
-    return HpaRule(
-        "keda", lambda s: s.waiting_per_replica, KEDA_WAITING_TARGET, KEDA_POLL_S, start, lo, hi
-    )
-
-
-def hpa(start: int, lo: int, hi: int) -> HpaRule:
-    return HpaRule(
-        "hpa", lambda s: s.running_per_replica, HPA_RUNNING_TARGET, HPA_SYNC_S, start, lo, hi
-    )
 
 
 @dataclass

@@ -6,6 +6,7 @@ from typing import Any
 
 from tokenfleet.autoscale.attainability import targets
 from tokenfleet.autoscale.fleetsim.frontier import FrontierPoint, cheapest_meeting
+from tokenfleet.autoscale.fleetsim.peers import PEERS
 from tokenfleet.autoscale.fleetsim.run import RunResult, Setup
 
 
@@ -99,7 +100,44 @@ def to_json(
             "notes": list(setup.notes),
         },
         "staticFrontier": frontier_json(points),
+        "peers": peers_json(setup, results),
     }
+
+
+def peers_json(setup: Setup, results: dict[str, RunResult]) -> dict[str, Any]:
+    """Each peer's configuration: its source, the thresholds it ran at and its sweep."""
+    out: dict[str, Any] = {}
+    for name, r in results.items():
+        if name not in PEERS:
+            continue
+        peer = PEERS[name]
+        out[name] = {
+            "source": peer.source,
+            "thresholds": dict(zip(peer.knobs, r.thresholds, strict=True)),
+            "documented": dict(zip(peer.knobs, peer.documented, strict=True)),
+            "chosenBy": setup.options.peer_thresholds,
+            "sweep": [
+                {
+                    "thresholds": dict(zip(peer.knobs, values, strict=True)),
+                    "sloAttainment": round(attainment, 4),
+                    "gpuHours": round(hours, 3),
+                }
+                for values, attainment, hours in r.sweep
+            ],
+        }
+    return out
+
+
+def peer_lines(setup: Setup, results: dict[str, RunResult]) -> list[str]:
+    """Under the table: each peer's configuration, its source and how it was chosen."""
+    lines = []
+    for name, r in results.items():
+        if name not in PEERS:
+            continue
+        peer = PEERS[name]
+        how = f"best of {len(r.sweep)} on this trace" if r.sweep else "as documented"
+        lines.append(f"  {name:<8} {peer.describe(r.thresholds)} ({how}); {peer.source}")
+    return ["", "peers:", *lines] if lines else []
 
 
 def table(setup: Setup, results: dict[str, RunResult]) -> str:
@@ -127,7 +165,7 @@ def table(setup: Setup, results: dict[str, RunResult]) -> str:
             f"{name:<12}{r.attainment:>15.2%}{r.goodput:>15.2f}{r.gpu_hours:>11.2f}"
             f"{versus:>11}{r.scale_events:>14}"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + peer_lines(setup, results))
 
 
 def plot(

@@ -28,6 +28,7 @@ from tokenfleet.autoscale.attainability import (
 from tokenfleet.autoscale.fleetsim import observed
 from tokenfleet.autoscale.fleetsim.fleet import Fleet, ReplicaShape
 from tokenfleet.autoscale.fleetsim.mixfeed import MixFeed
+from tokenfleet.autoscale.fleetsim.peers import PEERS, best_of
 from tokenfleet.autoscale.fleetsim.policies import (
     Autoscaler,
     FleetView,
@@ -36,8 +37,6 @@ from tokenfleet.autoscale.fleetsim.policies import (
     Reactive,
     Static,
     Tokenfleet,
-    hpa,
-    keda,
     needed_replicas,
 )
 from tokenfleet.autoscale.fleetsim.replica import FleetRequest
@@ -50,7 +49,7 @@ from tokenfleet.capacity.pinned import pin_layout
 from tokenfleet.engines import engine
 from tokenfleet.scheduling.core import SchedulerConfig
 
-POLICIES = ("tokenfleet", "keda", "hpa", "static", "reactive", "hold", "oracle")
+POLICIES = ("tokenfleet", "keda", "kserve", "hpa", "static", "reactive", "hold", "oracle")
 ORACLE_BUCKET_S = 60.0  # the oracle and the static provision plan per minute of load
 CAPACITY_PROBE_S = 300.0  # length of each run when measuring capacity
 CAPACITY_FLEET = 8  # replicas in that run: about the fleets the built-in traces need
@@ -128,6 +127,9 @@ class SimOptions:
     request: PlanRequest | None = None
     """The layout to replay (the plan flags, or an LLMService's): None plans model + gpu +
     engine as the planner would. Its lengths and SLO are replaced by the trace's and ours."""
+    peer_thresholds: str = "best"
+    """best: each peer at its best threshold of a small sweep on this trace (peers.py);
+    documented: at the value its guide ships."""
 
     @classmethod
     def of(
@@ -234,6 +236,10 @@ class RunResult:
     prefix_queries: int = 0  # prompt tokens of the requests that carry prefix blocks
     ttft_good: int = 0  # requests whose first token came within ttftMs
     missed_at: tuple[float, ...] = ()  # arrival times of the requests that missed the SLO
+    # A peer's thresholds (peers.py) and, when swept, every grid point's (values,
+    # attainment, GPU-hours).
+    thresholds: tuple[float, ...] = ()
+    sweep: tuple[tuple[tuple[float, ...], float, float], ...] = ()
 
     @property
     def ttft_attainment(self) -> float:
@@ -490,7 +496,10 @@ def _good_fraction(requests: list[FleetRequest], options: SimOptions) -> float:
     return sum(1 for r in requests if _good(r, options)) / max(len(requests), 1)
 
 
-def make_autoscaler(name: str, setup: Setup) -> Autoscaler:
+def make_autoscaler(
+    name: str, setup: Setup, thresholds: tuple[float, ...] | None = None
+) -> Autoscaler:
+    """The policy `name`; a peer (peers.py) at `thresholds`, default its documented ones."""
     o = setup.options
     oracle = Oracle(setup.need, ORACLE_BUCKET_S, o.cold_start)
     start = oracle.initial()  # every reactive policy starts from what the first minutes need
@@ -502,11 +511,11 @@ def make_autoscaler(name: str, setup: Setup) -> Autoscaler:
             period=float(setup.spec.autoscaling.interval_seconds),
             capacity_error=o.capacity_error,
         )
-    if name == "keda":
+    if name in PEERS:
         # Their signals are the engines' own, gone at zero replicas: never below one.
-        return keda(start, max(1, o.min_replicas), setup.max_replicas)
-    if name == "hpa":
-        return hpa(start, max(1, o.min_replicas), setup.max_replicas)
+        peer = PEERS[name]
+        values = thresholds or peer.documented
+        return peer.build(values, start, max(1, o.min_replicas), setup.max_replicas)
     if name == "static":
         return Static(setup.static_replicas)
     if name == "oracle":
@@ -636,17 +645,44 @@ def run(
     trace: Trace, options: SimOptions, policies: tuple[str, ...] = POLICIES
 ) -> tuple[Setup, dict[str, RunResult]]:
     setup = prepare(trace, options)
-    return setup, {name: run_policy(setup, make_autoscaler(name, setup)) for name in policies}
+    results = {}
+    for name in policies:
+        if name in PEERS:
+            results[name] = run_peer(setup, name)
+        else:
+            results[name] = run_policy(setup, make_autoscaler(name, setup))
+    return setup, results
+
+
+def run_peer(setup: Setup, name: str) -> RunResult:
+    """A peer at its documented thresholds, or (options.peer_thresholds "best") at the best
+    point of its grid on this trace: the fewest GPU-hours reaching the attainment ours aims
+    at (the most attainment when none does; peers.best_of)."""
+    peer = PEERS[name]
+    if setup.options.peer_thresholds == "documented":
+        result = run_policy(setup, make_autoscaler(name, setup, peer.documented))
+        return dataclasses.replace(result, thresholds=peer.documented)
+    runs = {v: run_policy(setup, make_autoscaler(name, setup, v)) for v in peer.grid}
+    sweep = tuple((v, r.attainment, r.gpu_hours) for v, r in runs.items())
+    target, _ = targets(setup.options.attainment, setup.attainable)
+    best = best_of(list(sweep), target)
+    return dataclasses.replace(runs[best], thresholds=best, sweep=sweep)
 
 
 def run_routings(
-    setup: Setup, policies: tuple[str, ...], routings: tuple[str, ...]
+    setup: Setup,
+    policies: tuple[str, ...],
+    routings: tuple[str, ...],
+    thresholds: dict[str, tuple[float, ...]] | None = None,
 ) -> dict[str, dict[str, RunResult]]:
     """Each policy replayed behind each router: what affinity buys on a trace with
-    prefix blocks, in hit rate, attainment and GPU-hours."""
+    prefix blocks, in hit rate, attainment and GPU-hours. A peer runs at `thresholds[name]`
+    (the ones run() chose), default its documented ones."""
+    chosen = thresholds or {}
     return {
         routing: {
-            name: run_policy(setup, make_autoscaler(name, setup), routing) for name in policies
+            name: run_policy(setup, make_autoscaler(name, setup, chosen.get(name)), routing)
+            for name in policies
         }
         for routing in routings
     }
