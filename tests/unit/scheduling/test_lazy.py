@@ -50,6 +50,17 @@ CONFIGS = {
         12_000, 64, 1024, 4096, block_size=16, mixed_prefill=False, reserve_outputs=True
     ),
     "mixed-reserve": SchedulerConfig(9_000, 64, 512, 4096, block_size=1, reserve_outputs=True),
+    # Outputs longer than the clip count the clip until they fall below it.
+    "sglang-reserve-clipped": SchedulerConfig(
+        9_000,
+        64,
+        2048,
+        4096,
+        block_size=1,
+        mixed_prefill=False,
+        reserve_outputs=True,
+        output_reserve_clip=300,
+    ),  # fmt: skip
 }
 SHAPES = [(100, 50), (700, 400), (30, 5), (1500, 300), (12, 600)]
 
@@ -90,7 +101,7 @@ def test_every_request_sees_the_same_times(name: str, gap: float) -> None:
     assert lazy.free_blocks == config.num_blocks  # every block came back
     if name == "kv-bound":  # the eager fallback ran, for preemption
         assert eager.num_preemptions > 0 and lazy.eager_steps > 0
-    if name.startswith("sglang-reserve"):  # the reservation holds decode off retraction
+    if name in ("sglang-reserve", "sglang-reserve-pages"):  # no retraction below the clip
         assert eager.num_preemptions == 0
     if name == "kv-bound-prefix-cache":  # preempted requests came back with their hits
         assert eager.prefix_hit_tokens > 0

@@ -23,7 +23,8 @@ TIMER = Roofline(0.01, 1e-5, 1e-4)
         (1000, 1000, 0, 5000, 3000, True),  # the running ones' remaining outputs count
         (1000, 1000, 0, 5000, 3001, False),
         (1000, 1000, 600, 1400, 0, True),  # a preempted request's computed part is back
-        (100, 4000, 0, 4100, 0, True),  # long outputs are reserved whole (no 4096 clip)
+        (100, 8000, 0, 4196, 0, True),  # outputs count up to CLIP_MAX_NEW_TOKENS (4096)
+        (100, 8000, 0, 4195, 0, False),
     ],
 )
 def test_a_waiting_request_needs_its_prompt_and_output_beside_the_running_outputs(

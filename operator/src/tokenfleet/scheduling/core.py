@@ -80,13 +80,14 @@ class SchedulerConfig:
     # hit of its own blocks still cached (module docstring). Prompts are taken as unshared.
     prefix_caching: bool = False
     # SGLang's PrefillAdder (srt/managers/schedule_policy.py, 0.5.23): a waiting request is
-    # admitted only if its prompt left to compute and its whole output fit the free tokens
-    # less what every running request will still generate. For fixed-length requests
-    # (ignore_eos, every benchmark's) it counts their remaining outputs in full
-    # (_get_running_request_total_token_offset: ratio 1.0), so admission never overcommits
-    # and decode never has to retract. (It clips each output at 4096 tokens,
-    # CLIP_MAX_NEW_TOKENS; longer outputs are reserved whole here.)
+    # admitted only if its prompt left to compute and its output fit the free tokens less
+    # what every running request will still generate, each output counted up to
+    # `output_reserve_clip` tokens (CLIP_MAX_NEW_TOKENS, 4096 by default). For fixed-length
+    # requests (ignore_eos, every benchmark's) it counts the running ones' remaining outputs
+    # in full (_get_running_request_total_token_offset: ratio 1.0), so below the clip
+    # admission never overcommits and decode never has to retract.
     reserve_outputs: bool = False
+    output_reserve_clip: int = 4096
 
     @property
     def num_blocks(self) -> int:
@@ -107,7 +108,9 @@ class SchedulerConfig:
         outputs)."""
         if not self.reserve_outputs or request.state != "waiting":
             return True
-        need = request.prompt_tokens + request.max_tokens - request.num_computed
+        out = request.output_tokens
+        left = min(request.max_tokens - out, self.output_reserve_clip)
+        need = request.prompt_tokens + out - request.num_computed + left
         return need <= free_blocks * self.block_size - reserved
 
     def piece_fits(self, request: SimRequest, budget: int, free_blocks: int) -> bool:
@@ -394,8 +397,10 @@ class Scheduler:
         )
 
     def output_reserve(self) -> int:
-        """Tokens the running requests will still generate (SGLang's admission offset)."""
-        return sum(r.max_tokens - r.output_tokens for r in self.running)
+        """Tokens the running requests will still generate, each up to the clip (SGLang's
+        admission offset)."""
+        clip = self.config.output_reserve_clip
+        return sum(min(r.max_tokens - r.output_tokens, clip) for r in self.running)
 
     def complete(self, step: ScheduledStep) -> StepOutcome:
         """Apply a step's results at its end time: computed tokens, sampled tokens, finishes."""

@@ -52,8 +52,13 @@ class LazyScheduler(Scheduler):
         self._finish: list[tuple[int, int, SimRequest]] = []  # (finish tick, order, request)
         self._phase = [0] * config.block_size  # decoders needing a block when tick % size == k
         self._context_base = 0  # decoders' context at tick t = base + len(lazy) * t
-        # decoders' remaining outputs at tick t = base - len(lazy) * t (output_reserve)
+        # reserve_outputs: the decoders' remaining outputs, each clipped (output_reserve).
+        # Above the clip a decoder counts the clip (_clipped, until the tick its remaining
+        # output falls to it); below, base - linear * t at tick t.
         self._remaining_base = 0
+        self._linear = 0
+        self._clipped: dict[SimRequest, int] = {}  # decoder -> the tick it falls to the clip
+        self._clip_heap: list[tuple[int, int, SimRequest]] = []
         self._lazy_max_order = -1  # an upper bound (reset when no one decodes)
         self._last_end = 0.0  # end of the last step: every decoder's last token
         self.eager_steps = 0  # steps that took the eager path (tests check both paths run)
@@ -106,6 +111,9 @@ class LazyScheduler(Scheduler):
         self._phase = [0] * self.config.block_size
         self._context_base = 0
         self._remaining_base = 0
+        self._linear = 0
+        self._clipped.clear()
+        self._clip_heap.clear()
         self._lazy_max_order = -1
 
     def _stop_decoding(self, request: SimRequest) -> None:
@@ -113,7 +121,9 @@ class LazyScheduler(Scheduler):
         self._bring_up_to_date(request, t0, c0, o0, self.config.block_size)
         self._phase[(t0 - c0) % self.config.block_size] -= 1
         self._context_base -= request.prompt_tokens + o0 - t0
-        self._remaining_base -= request.max_tokens - o0 + t0
+        if self.config.reserve_outputs and self._clipped.pop(request, None) is None:
+            self._remaining_base -= request.max_tokens - o0 + t0
+            self._linear -= 1
         self._orders[request] = order
         if not self._lazy:
             self._clear_lazy()
@@ -217,7 +227,8 @@ class LazyScheduler(Scheduler):
                 if reserve_outputs:
                     if not cfg.outputs_fit(request, free, reserved):
                         break
-                    reserved += request.max_tokens - request.output_tokens
+                    left = request.max_tokens - request.output_tokens
+                    reserved += min(left, cfg.output_reserve_clip)
                 hit = 0
                 if request.cached is not None:
                     self.free_blocks = free  # _hit_blocks settles the queue on the count
@@ -272,11 +283,20 @@ class LazyScheduler(Scheduler):
 
     def output_reserve(self) -> int:
         """Scheduler.output_reserve without materialising: the decoders' remaining outputs
-        fall by one each tick from a running sum."""
+        fall by one each tick from a running sum, those still above the clip count it."""
+        clip = self.config.output_reserve_clip
         if self._eager_mode:
-            return sum(r.max_tokens - r.output_tokens for r in self._eager)
-        lazy = self._remaining_base - len(self._lazy) * self.tick if self._lazy else 0
-        return lazy + sum(r.max_tokens - r.output_tokens for r in self._active)
+            return sum(min(r.max_tokens - r.output_tokens, clip) for r in self._eager)
+        heap, tick = self._clip_heap, self.tick
+        while heap and heap[0][0] <= tick:  # fallen to the clip: counted linearly from now
+            at, _, request = heapq.heappop(heap)
+            if self._clipped.get(request) == at:
+                del self._clipped[request]
+                t0, _, o0, _ = self._lazy[request]
+                self._remaining_base += request.max_tokens - o0 + t0
+                self._linear += 1
+        lazy = self._remaining_base - self._linear * tick + clip * len(self._clipped)
+        return lazy + sum(min(r.max_tokens - r.output_tokens, clip) for r in self._active)
 
     def _eager_schedule(self, now: float) -> ScheduledStep | None:
         """Preemption ahead, or the budget may cut a decoder off: run the eager code."""
@@ -307,6 +327,7 @@ class LazyScheduler(Scheduler):
         keep: list[SimRequest] = []
         orders, lazy, finish, phase = self._orders, self._lazy, self._finish, self._phase
         t0, size, max_len = self.tick, self.config.block_size, self.config.max_model_len
+        reserve, clip = self.config.reserve_outputs, self.config.output_reserve_clip
         for request in self._active:
             o0 = request.output_tokens
             c0 = request.num_computed
@@ -318,7 +339,14 @@ class LazyScheduler(Scheduler):
                 heapq.heappush(finish, (t0 + left, order, request))
                 phase[(t0 - c0) % size] += 1
                 self._context_base += total - t0
-                self._remaining_base += request.max_tokens - o0 + t0
+                if reserve:
+                    over = request.max_tokens - o0 - clip
+                    if over > 0:
+                        self._clipped[request] = t0 + over
+                        heapq.heappush(self._clip_heap, (t0 + over, order, request))
+                    else:
+                        self._remaining_base += request.max_tokens - o0 + t0
+                        self._linear += 1
                 if order > self._lazy_max_order:
                     self._lazy_max_order = order
             else:
