@@ -60,7 +60,7 @@ CONFIGS = {
         mixed_prefill=False,
         reserve_outputs=True,
         output_reserve_clip=300,
-    ),  # fmt: skip
+    ),
 }
 SHAPES = [(100, 50), (700, 400), (30, 5), (1500, 300), (12, 600)]
 
