@@ -160,8 +160,21 @@ class EngineSpec(SpecModel):
     max_num_batched_tokens: int | None = Field(default=None, ge=16, le=1048576)
     """vLLM --max-num-batched-tokens / SGLang --chunked-prefill-size. Default: planned."""
     speculative: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
-    """Speculative decoding config, passed through to the engine
-    (vLLM --speculative-config JSON; SGLang --speculative-* flags)."""
+    """Speculative decoding in the engine's own words: vLLM's --speculative-config keys
+    (method, model, num_speculative_tokens, ...) or SGLang's --speculative-* names
+    (algorithm, draftModelPath, numSteps, ...). The planner sizes the proposer's memory and
+    step cost from it and renders it only where it does not lower goodput (see
+    speculativePolicy); the draft's config comes from the catalog or speculativeDraftConfig."""
+    speculative_acceptance_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Share of draft tokens the target accepts, for the plan. Default: the method's
+    published prior; the autoscaler plans with the rate the engines report once they run."""
+    speculative_policy: Literal["auto", "always"] = "auto"
+    """auto: leave speculation off where it lowers goodput at the stated workload;
+    always: render it as given."""
+    speculative_draft_config: dict[str, Any] | None = Field(
+        default=None, json_schema_extra=FREE_FORM
+    )
+    """The draft model's (or EAGLE head's) config.json, for drafts outside the catalog."""
     simulate: bool = False
     """Run the engine simulator (`tokenfleet sim`, image ghcr.io/tokenfleet/engine-sim
     unless image is set) instead of the engine: same plan, API and metrics, timed by the

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import annotated_types
@@ -29,6 +30,7 @@ from tokenfleet.capacity.catalog import load_model
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import get_gpu
 from tokenfleet.capacity.lora import LoraRequest
+from tokenfleet.capacity.speculative import SpeculativeRequest
 from tokenfleet.capacity.types import Plan, PlanRequest
 from tokenfleet.capacity.validate import check_request
 
@@ -230,8 +232,41 @@ def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None
         target_requests_per_second=spec.workload.target_requests_per_second,
         lora=lora_request(service),
     )
+    request = replace(request, speculative=speculative_spec_request(service, request))
     check_request(request, SPEC_NAMES)
     return request
+
+
+def speculative_spec_request(
+    service: LLMService, request: PlanRequest
+) -> SpeculativeRequest | None:
+    """spec.engine.speculative (the engine's own keys) as the planner takes it."""
+    from tokenfleet.engines.speculative import read_native, speculative_request
+
+    engine = service.spec.engine
+    if not engine.speculative:
+        return None
+    field = "spec.engine.speculative"
+    method, tokens, draft_ref, rest = read_native(engine.kind, engine.speculative, field)
+    fields = (
+        field,
+        f"{field}.{'num_speculative_tokens' if engine.kind == 'vllm' else 'numSteps'}",
+        "spec.engine.speculativeAcceptanceRate",
+        f"{field}.{'model' if engine.kind == 'vllm' else 'draftModelPath'}",
+    )
+    return speculative_request(
+        engine.kind,
+        engine.version,
+        method,
+        tokens,
+        request.arch,
+        acceptance_rate=engine.speculative_acceptance_rate,
+        draft_ref=draft_ref,
+        draft_config=engine.speculative_draft_config,
+        policy=engine.speculative_policy,
+        passthrough=rest,
+        fields=fields,
+    )
 
 
 def lora_request(service: LLMService) -> LoraRequest | None:

@@ -104,6 +104,11 @@ class ModelArch:
     quantization_config: Mapping[str, Any] = field(default_factory=dict)
     torch_dtype: str = "bfloat16"
     vision_params: int = 0
+    # Multi-token-prediction layers shipped with the model (DeepSeek-V3's
+    # num_nextn_predict_layers), and an EAGLE-3 head's draft vocabulary (draft_vocab_size):
+    # what speculative decoding sizes (capacity/speculative.py).
+    mtp_layers: int = 0
+    draft_vocab: int = 0
 
     @property
     def num_sliding_layers(self) -> int:
@@ -175,6 +180,8 @@ BOUNDS: dict[str, int] = {
     "patch_size": 1024,
     "image_size": 65536,
     "num_channels": 64,
+    "num_nextn_predict_layers": 64,
+    "draft_vocab_size": 4194304,
 }
 
 
@@ -349,6 +356,8 @@ def parse_config(config: Mapping[str, Any], name: str, source: str | None = None
         quantization_config=dict(quant),
         torch_dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"),
         vision_params=_vision_params(outer, hidden, src),
+        mtp_layers=_optional_int(cfg, "num_nextn_predict_layers", src),
+        draft_vocab=_optional_int(cfg, "draft_vocab_size", src),
     )
 
 

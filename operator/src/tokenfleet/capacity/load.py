@@ -26,6 +26,7 @@ from typing import Literal, NamedTuple
 from tokenfleet.capacity.engine_profiles import engine_profile
 from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import StepModel
+from tokenfleet.capacity.speculative import SpeculativeTimer
 from tokenfleet.capacity.types import Plan, Prediction
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
 from tokenfleet.scheduling.virtual import (
@@ -36,6 +37,10 @@ from tokenfleet.scheduling.virtual import (
     open_loop,
     poisson_benchmark,
 )
+
+# What a plan's load runs time steps with: the target's step model, or with speculative
+# decoding its SpeculativeTimer (both frozen, so the runs below cache on them).
+Timer = StepModel | SpeculativeTimer
 
 # Running requests simulated individually (a run costs about linearly in it with the lazy
 # scheduler: arrivals, prefills and finishes are the events). Lockstep groups
@@ -192,7 +197,7 @@ def unscale(stats: LoadStats, w: int) -> LoadStats:
 
 @lru_cache(maxsize=512)
 def closed(
-    timer: StepModel,
+    timer: Timer,
     replica: Replica,
     concurrency: int,
     input_tokens: int,
@@ -227,7 +232,7 @@ BENCHMARK_SEED = 7  # the Poisson benchmark's arrival times (virtual.poisson_tim
 
 @lru_cache(maxsize=256)
 def benchmark(
-    timer: StepModel,
+    timer: Timer,
     replica: Replica,
     procedure: Procedure,
     input_tokens: int,
@@ -283,7 +288,7 @@ def _overhead(replica: Replica, input_tokens: int, given: float | None) -> float
 
 @lru_cache(maxsize=1024)
 def open_(
-    timer: StepModel,
+    timer: Timer,
     replica: Replica,
     rate: float,
     input_tokens: int,
@@ -318,7 +323,7 @@ def open_(
 
 @lru_cache(maxsize=512)
 def goodput_capacity(
-    timer: StepModel,
+    timer: Timer,
     replica: Replica,
     input_tokens: int,
     output_tokens: int,
@@ -411,7 +416,7 @@ def goodput_capacity(
 
 
 def _probe(
-    timer: StepModel,
+    timer: Timer,
     replica: Replica,
     input_tokens: int,
     output_tokens: int,
@@ -445,7 +450,7 @@ class SearchStart(NamedTuple):
 
 
 def search_start(
-    timer: StepModel,
+    timer: Timer,
     replica: Replica,
     concurrency: int,
     input_tokens: int,
@@ -474,7 +479,7 @@ def search_start(
 
 
 def first_probe_passes(
-    timer: StepModel,
+    timer: Timer,
     replica: Replica,
     input_tokens: int,
     output_tokens: int,
@@ -495,7 +500,7 @@ def first_probe_passes(
 
 
 def predict_under_load(
-    timer: StepModel,
+    timer: Timer,
     replica: Replica,
     concurrency: int,
     input_tokens: int,

@@ -22,6 +22,7 @@ from tokenfleet.capacity.kv import (
 )
 from tokenfleet.capacity.lora import LoraSlots, stage_bytes
 from tokenfleet.capacity.quantization import WeightFormat
+from tokenfleet.capacity.speculative import Draft
 from tokenfleet.capacity.types import GIB, MemoryBreakdown
 
 CUDA_CONTEXT_GIB = 0.6  # CUDA context + allocator slack outside any engine budget
@@ -45,6 +46,8 @@ class Settings:
     expert_parallel: bool = False
     # LoRA adapter slots the engine preallocates (capacity/lora.py); None: LoRA off.
     lora: LoraSlots | None = None
+    # The speculative proposer's weights and KV (capacity/speculative.py); None: off.
+    draft: Draft | None = None
 
 
 @dataclass(frozen=True)
@@ -159,11 +162,18 @@ def evaluate(
         zip(stage_layers(arch, layout.pp), weights, strict=True)
     ):
         last = stage == layout.pp - 1
+        # The drafter lives with the last pipeline stage (vLLM builds it on the last PP
+        # rank: gpu_model_runner.py), beside the LM head whose hidden states it reads.
+        draft = s.draft if last else None
         if profile.engine == "sglang":
-            ev = _sglang_stage(arch, profile, layout, s, total, w, full + sliding, lora[stage])
+            ev = _sglang_stage(
+                arch, profile, layout, s, total, w, full + sliding, lora[stage], draft
+            )
         else:
             act = activation_bytes(arch, profile, layout.tp, s, last, act_b)
-            ev = _vllm_stage(arch, profile, layout, s, total, w, act, full, sliding, lora[stage])
+            ev = _vllm_stage(
+                arch, profile, layout, s, total, w, act, full, sliding, lora[stage], draft
+            )
         if best is None or ev.kv_tokens < best.kv_tokens:
             best = ev
     assert best is not None
@@ -188,14 +198,24 @@ def _vllm_stage(
     full: int,
     sliding: int,
     lora: float = 0.0,
+    draft: Draft | None = None,
 ) -> Evaluation:
     budget = total * s.memory_fraction
     non_torch = profile.non_torch_gib(layout.tp) * GIB
     graphs = cuda_graph_bytes(full + sliding, layout.tp)
     in_budget = graphs if profile.cuda_graphs_in_budget else 0.0
-    kv = budget - weights - lora - act - non_torch - in_budget
+    drafted = draft.weight_bytes if draft else 0.0
+    kv = budget - weights - drafted - lora - act - non_torch - in_budget
     kv_layout = vllm_layout(arch, full, sliding, layout.tp, s.kv_bytes)
     blocks, tokens = vllm_tokens(kv_layout, max(kv, 0.0))
+    per_token = kv_layout.bytes_per_token
+    if draft is not None and draft.kv_bytes_per_token:
+        # The drafter's layers join the KV-cache spec (get_kv_cache_spec): every token
+        # keeps their KV too, in the same blocks.
+        per_token += draft.kv_bytes_per_token
+        size = kv_layout.block_size
+        blocks = int(max(kv, 0.0) // (per_token * size))
+        tokens = blocks * size
     concurrency = vllm_max_concurrency(
         kv_layout, blocks, s.max_model_len, arch.sliding_window, s.max_num_batched_tokens
     )
@@ -208,8 +228,9 @@ def _vllm_stage(
         kv_cache=kv,
         cuda_graphs_in_budget=profile.cuda_graphs_in_budget,
         lora=lora,
+        draft=drafted,
     )
-    return Evaluation(layout, memory, tokens, kv_layout.bytes_per_token, concurrency, 0.0)
+    return Evaluation(layout, memory, tokens, per_token, concurrency, 0.0)
 
 
 def _sglang_stage(
@@ -221,11 +242,17 @@ def _sglang_stage(
     weights: float,
     layers: int,
     lora: float = 0.0,
+    draft: Draft | None = None,
 ) -> Evaluation:
     init = (profile.init_overhead_gib + profile.init_overhead_per_rank_gib * layout.tp) * GIB
     free_at_start = total - init
-    rest = free_at_start * s.memory_fraction - weights - lora
+    drafted = draft.weight_bytes if draft else 0.0
+    rest = free_at_start * s.memory_fraction - weights - drafted - lora
     cell = layers * layer_token_bytes(arch, layout.tp, s.kv_bytes)
+    if draft is not None and draft.kv_layers:
+        # SGLang widens each token's cell by the target's per-layer size times the draft's
+        # layers (pool_configurator.py DefaultPoolConfigurator: EAGLE / STANDALONE).
+        cell += int(cell * draft.kv_layers / max(layers, 1))
     tokens = int(max(rest, 0.0) // cell)
     memory = MemoryBreakdown(
         budget=free_at_start * s.memory_fraction,
@@ -236,5 +263,6 @@ def _sglang_stage(
         kv_cache=rest,
         cuda_graphs_in_budget=True,
         lora=lora,
+        draft=drafted,
     )
     return Evaluation(layout, memory, tokens, cell, tokens / s.max_model_len, 0.0)

@@ -25,9 +25,11 @@ from tokenfleet.capacity.engine_profiles import (
 )
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.fleet import size_fleet
+from tokenfleet.capacity.kernels import STEP_OVERHEAD_S
 from tokenfleet.capacity.kv import kv_dtype_bytes
 from tokenfleet.capacity.load import (
     Replica,
+    Timer,
     closed,
     first_probe_passes,
     predict_under_load,
@@ -56,6 +58,17 @@ from tokenfleet.capacity.prefix import explain as explain_prefix
 from tokenfleet.capacity.prefix import prefill_share, prefill_tokens
 from tokenfleet.capacity.quantization import WeightFormat, weight_format
 from tokenfleet.capacity.slo_margin import barely_met
+from tokenfleet.capacity.speculative import (
+    Draft,
+    SpeculativePlan,
+    SpeculativeRequest,
+    SpeculativeTimer,
+    crossover_batch,
+    draft_of,
+    draft_step_model,
+    step_arch,
+)
+from tokenfleet.capacity.speculative_plan import plan_with_speculation
 from tokenfleet.capacity.types import GIB, Plan, PlanRequest
 
 MAX_MEMORY_FRACTION = 0.95
@@ -150,6 +163,15 @@ class _Context:
     batched: int
     max_seqs_default: int
     lora: LoraSlots | None = None
+    speculative: SpeculativeRequest | None = None
+
+
+def _draft(ctx: _Context, tp: int) -> Draft | None:
+    """The speculative proposer's weights and KV at TP `tp` (None: speculation off)."""
+    sp = ctx.speculative
+    if sp is None:
+        return None
+    return draft_of(sp, ctx.req.arch, tp, ctx.kv_bytes, ctx.fmt.dtype_bytes, ctx.fmt)
 
 
 def _memory_fraction(ctx: _Context, lay: Layout) -> float:
@@ -165,7 +187,8 @@ def _memory_fraction(ctx: _Context, lay: Layout) -> float:
         default = sglang_default_mem_fraction(gpu, ctx.batched, lay.tp, lay.pp, ctx.profile.version)
         seqs = req.max_num_seqs or ctx.max_seqs_default
         s = Settings(default, req.max_model_len or req.arch.max_context, ctx.batched, seqs,
-                     ctx.kv_bytes, expert_parallel=req.expert_parallel, lora=ctx.lora)  # fmt: skip
+                     ctx.kv_bytes, expert_parallel=req.expert_parallel, lora=ctx.lora,
+                     draft=_draft(ctx, lay.tp))  # fmt: skip
         need = req.input_tokens + req.output_tokens
         return sglang_memory.fraction_for(req.arch, gpu, ctx.profile, ctx.fmt, lay, s, need)
     # vLLM: as high as leaves room for the CUDA context, graphs captured outside the budget
@@ -189,6 +212,7 @@ def _settings(ctx: _Context, lay: Layout, max_len: int) -> Settings:
         ctx.kv_bytes,
         expert_parallel=ctx.req.expert_parallel,
         lora=ctx.lora,
+        draft=_draft(ctx, lay.tp),
     )
 
 
@@ -494,6 +518,14 @@ def _validate(req: PlanRequest) -> None:
 
 def plan(req: PlanRequest) -> Plan:
     """Size one replica for the request. Pure; raises PlanError when nothing fits."""
+    if req.speculative is not None and req.target_requests_per_second is None:
+        # With and without the proposer on the same layout (capacity/speculative_plan.py);
+        # a fleet plans each layout through here.
+        return plan_with_speculation(req, _plan_one)
+    return _plan_one(req)
+
+
+def _plan_one(req: PlanRequest) -> Plan:
     if req.lora is not None:
         return plan_with_adapters(req, _plan)
     return _plan(req)
@@ -591,6 +623,7 @@ def _plan(req: PlanRequest, floor_rps: float = 0.0) -> Plan:
         request=req,
         expert_parallel=req.expert_parallel,
         lora=ctx.lora,
+        speculative=_speculative_plan(ctx, ev, step, max_seqs),
     )
 
 
@@ -606,6 +639,7 @@ def _context(req: PlanRequest) -> _Context:
         req.max_num_batched_tokens or batched_default,
         seqs_default,
         resolve(req.lora, req.engine) if req.lora is not None else None,
+        req.speculative,
     )
 
 
@@ -618,7 +652,7 @@ class _Sized(NamedTuple):
     warnings: list[str]
     considered: _Considered
     max_seqs: int
-    step: StepModel
+    step: Timer  # the target's StepModel, or with speculation its SpeculativeTimer
     slots: int
     replica: Replica
     prefill: int  # prompt tokens left to compute per request (after prefix-cache hits)
@@ -648,17 +682,67 @@ def _size(ctx: _Context, layouts: list[Layout]) -> _Sized:
                 replace(settings, max_num_seqs=max_seqs),
             )  # fmt: skip
         ev = sized
-    step = _step_model(ctx, ev)
+    target = _step_model(ctx, ev)
     slots = min(max_seqs, ev.kv_tokens // max(request_tokens, 1))
     replica = Replica.of(
         req.engine, ev.kv_tokens, max_seqs, ctx.batched, max_len, ev.layout.pp, req.engine_version
     )
     if req.cap_long_prefills:
-        threshold = long_prefill_threshold(step, ctx.batched, max_len, req.tpot_slo_ms / 1e3)
+        threshold = long_prefill_threshold(target, ctx.batched, max_len, req.tpot_slo_ms / 1e3)
         replica = replace(replica, long_prefill_token_threshold=threshold)
     # Prefix-cache hits skip their prefill: the load runs on the tokens left to compute.
     prefill = prefill_tokens(req.input_tokens, req.prefix_cache_hit_rate)
+    step: Timer = _speculative_timer(ctx, ev, target) or target
     return _Sized(ev, max_len, why, warnings, considered, max_seqs, step, slots, replica, prefill)
+
+
+def _speculative_timer(ctx: _Context, ev: Evaluation, target: StepModel) -> SpeculativeTimer | None:
+    """The target's steps with the proposer's (capacity/speculative.py SpeculativeTimer)."""
+    sp = ctx.speculative
+    if sp is None:
+        return None
+    draft = _draft(ctx, ev.layout.tp)
+    assert draft is not None
+    arch = step_arch(draft, sp.method)
+    draft_step = None
+    if arch is not None:
+        fmt = ctx.fmt if sp.method == "mtp" else weight_format({}, ctx.req.dtype, None)
+        built = build_step_model(
+            arch, ctx.req.gpu, ev.layout.tp, 1, fmt, ctx.kv_bytes, ctx.per_node, 0.0
+        )
+        draft_step = draft_step_model(draft, built, fmt.dtype_bytes)
+    proposer = 0.0
+    if sp.method == "ngram" and ctx.req.engine == "vllm":
+        # vLLM turns async scheduling off for the CPU n-gram proposer (vllm/config/vllm.py):
+        # the step's CPU time it would have hidden is paid again.
+        full = STEP_OVERHEAD_S
+        proposer = full - ctx.profile.step_overhead_s(ev.layout.pp)
+    return SpeculativeTimer(target, draft_step, sp.num_speculative_tokens, sp.tokens_per_step,
+                            proposer)  # fmt: skip
+
+
+def _speculative_plan(
+    ctx: _Context, ev: Evaluation, step: Timer, max_seqs: int
+) -> SpeculativePlan | None:
+    sp = ctx.speculative
+    if sp is None or not isinstance(step, SpeculativeTimer):
+        return None
+    draft = _draft(ctx, ev.layout.tp)
+    assert draft is not None
+    context = ctx.req.input_tokens + ctx.req.output_tokens // 2
+    return SpeculativePlan(
+        method=sp.method,
+        num_speculative_tokens=sp.num_speculative_tokens,
+        acceptance_rate=sp.rate,
+        rate_source=sp.rate_source,
+        tokens_per_step=sp.tokens_per_step,
+        draft_model=sp.draft_model,
+        draft_weight_bytes=draft.weight_bytes,
+        draft_kv_bytes_per_token=draft.kv_bytes_per_token,
+        crossover_batch=crossover_batch(step, step.target, context, max(max_seqs, 1)),
+        policy=sp.policy,
+        passthrough=sp.passthrough,
+    )
 
 
 def _saturation_cost(req: PlanRequest) -> tuple[bool, float]:

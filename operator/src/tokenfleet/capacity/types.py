@@ -8,6 +8,7 @@ from typing import Any, Literal
 from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.gpus import GPU
 from tokenfleet.capacity.lora import LoraRequest, LoraSlots
+from tokenfleet.capacity.speculative import SpeculativePlan, SpeculativeRequest
 
 Engine = Literal["vllm", "sglang"]
 # cost: fewest GPUs in total (replicas x GPUs per replica) that hold the target concurrency,
@@ -68,6 +69,8 @@ class PlanRequest:
     target_requests_per_second: float | None = None
     # LoRA adapters served on top of the base model (capacity/lora.py); None: LoRA off.
     lora: LoraRequest | None = None
+    # Speculative decoding (capacity/speculative.py); None: off.
+    speculative: SpeculativeRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class MemoryBreakdown:
     kv_cache: float
     cuda_graphs_in_budget: bool
     lora: float = 0.0  # LoRA adapter slots, preallocated (capacity/lora.py)
+    draft: float = 0.0  # the speculative proposer's weights (capacity/speculative.py)
 
     @property
     def overhead(self) -> float:
@@ -89,7 +93,9 @@ class MemoryBreakdown:
 
     @property
     def total(self) -> float:
-        return self.weights + self.lora + self.activation + self.overhead + self.kv_cache
+        return (
+            self.weights + self.draft + self.lora + self.activation + self.overhead + self.kv_cache
+        )
 
     def gib(self) -> dict[str, float]:
         doc = {
@@ -102,6 +108,8 @@ class MemoryBreakdown:
         }
         if self.lora:
             doc["lora"] = round(self.lora / GIB, 2)
+        if self.draft:
+            doc["draft"] = round(self.draft / GIB, 2)
         return doc
 
 
@@ -236,6 +244,7 @@ class Plan:
     # vLLM's --long-prefill-token-threshold (capacity/long_prefill.py); 0: not set
     long_prefill_token_threshold: int = 0
     lora: LoraSlots | None = None  # the adapter slots the engine preallocates
+    speculative: SpeculativePlan | None = None  # the proposer, and whether it runs
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of `tokenfleet plan -o json` (engineArgs are added by engines)."""
@@ -267,4 +276,5 @@ class Plan:
             "warnings": list(self.warnings),
             **({"fleet": self.fleet.as_dict()} if self.fleet else {}),
             **({"lora": self.lora.as_dict()} if self.lora else {}),
+            **({"speculative": self.speculative.as_dict()} if self.speculative else {}),
         }

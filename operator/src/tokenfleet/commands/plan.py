@@ -17,6 +17,7 @@ from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS
 from tokenfleet.capacity.load import Procedure
 from tokenfleet.capacity.lora import LoraRequest
 from tokenfleet.capacity.quantization import QUANTIZATIONS
+from tokenfleet.capacity.speculative import SpeculativeRequest
 from tokenfleet.capacity.types import (
     DEFAULT_CONCURRENCY,
     DEFAULT_INPUT_TOKENS,
@@ -166,7 +167,38 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     lora.add_argument(
         "--lora-adapters", type=int, help="adapters served (the default slots are chosen from it)"
     )
-    p.add_argument("--breakdown", choices=("textbook",), help="show the textbook formula instead")
+    spec = p.add_argument_group("speculative decoding")
+    spec.add_argument(
+        "--speculative",
+        choices=("eagle3", "eagle", "mtp", "draft_model", "ngram"),
+        help="plan with this proposer: the draft's weights and KV in the memory table, each "
+        "step verifying K+1 tokens per sequence; left off where it lowers goodput",
+    )
+    spec.add_argument(
+        "--num-speculative-tokens", type=int, default=3, help="K (default: %(default)s)"
+    )
+    spec.add_argument(
+        "--acceptance-rate",
+        type=float,
+        help="share of draft tokens accepted (0-1; default: the method's published prior)",
+    )
+    spec.add_argument(
+        "--draft-model",
+        help="draft model / EAGLE head: a catalog id or config.json (EAGLE heads outside the "
+        "catalog are shaped after the target's layer); the name the engine loads",
+    )
+    spec.add_argument(
+        "--speculative-policy",
+        choices=("auto", "always"),
+        default="auto",
+        help="auto: leave it off where it lowers goodput; always: run it (default: %(default)s)",
+    )
+    p.add_argument(
+        "--breakdown",
+        choices=("textbook", "speculative"),
+        help="textbook: the source material's memory formula; speculative: the TPOT speed-up "
+        "by batch size beside the seed formula (with --speculative)",
+    )
     p.add_argument(
         "-o",
         "--output",
@@ -237,9 +269,33 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         objective=args.objective,
         target_requests_per_second=args.target_rps,
         lora=lora_request(args),
+        speculative=speculative_request_from_args(args, arch),
     )
     check_request(request)
     return request
+
+
+def speculative_request_from_args(args: argparse.Namespace, arch: Any) -> SpeculativeRequest | None:
+    from tokenfleet.engines.speculative import speculative_request
+
+    method = getattr(args, "speculative", None)
+    if method is None:
+        for flag in ("acceptance_rate", "draft_model"):
+            if getattr(args, flag, None) is not None:
+                option = "--" + flag.replace("_", "-")
+                raise PlanError(option, getattr(args, flag), "needs --speculative", "add it")
+        return None
+    return speculative_request(
+        args.engine,
+        args.engine_version,
+        method,
+        args.num_speculative_tokens,
+        arch,
+        acceptance_rate=args.acceptance_rate,
+        draft_ref=args.draft_model,
+        policy=args.speculative_policy,
+        allow_paths=True,
+    )
 
 
 def lora_request(args: argparse.Namespace) -> LoraRequest | None:
@@ -273,6 +329,11 @@ def run(args: argparse.Namespace) -> int:
         from tokenfleet.commands.textbook_view import print_textbook
 
         print_textbook(req, args.output)
+        return 0
+    if args.breakdown == "speculative":
+        from tokenfleet.commands.speculative_view import print_speedup
+
+        print_speedup(req, args.output)
         return 0
     from tokenfleet.api.planrequest import check_fleet_size
 
@@ -437,6 +498,7 @@ def render_table(p: Plan, doc: dict[str, Any], run: BenchmarkRun | None = None) 
         f"{pr.saturation_requests_per_second:.2f} req/s)",
         f"    cost               {pr.cost_per_million_output_tokens:8.2f} $ per 1M output tokens "
         f"at ${p.gpu.price_per_hour:.2f}/GPU-hour",
+        *speculative_lines(p),
         *_fleet_lines(p),
         *(["", *benchmark_lines(run, req.input_tokens, req.output_tokens)] if run else []),
         "",
@@ -459,6 +521,7 @@ def vllm_memory_lines(p: Plan) -> list[str]:
         f"    overhead           {m.overhead / GIB:8.2f}   non-torch {m.non_torch / GIB:.2f}, "
         f"CUDA graphs {m.cuda_graphs / GIB:.2f} ({graphs} the budget)",
         *_lora_line(p, "    LoRA slots         "),
+        *_draft_line(p, "    draft              "),
         f"    KV cache           {m.kv_cache / GIB:8.2f}",
         f"    total              {m.total / GIB:8.2f}   budget {m.budget / GIB:.2f} of "
         f"{p.gpu.memory_gib:.2f}",
@@ -474,6 +537,40 @@ def _lora_note(p: Plan) -> str:
     chosen = ", chosen for the adapters listed" if lora.chosen else ""
     displaced = int(p.memory.lora // max(p.kv_bytes_per_token, 1))
     return f"{flags} {slots} x rank {lora.max_rank}{chosen}: {displaced:,} KV tokens"
+
+
+def _draft_line(p: Plan, label: str) -> list[str]:
+    sp = p.speculative
+    if sp is None or not p.memory.draft:
+        return []
+    return [
+        f"{label}{p.memory.draft / GIB:8.2f}   {sp.method} weights; its KV adds "
+        f"{sp.draft_kv_bytes_per_token:,} B/token ({sp.kv_tokens_without:,} KV tokens "
+        "without it)"
+    ]
+
+
+def speculative_lines(p: Plan) -> list[str]:
+    sp = p.speculative
+    if sp is None:
+        return []
+    state = "on" if sp.enabled else "off (it lowers goodput here; --speculative-policy always)"
+    cross = (
+        f"from batch {sp.crossover_batch}"
+        if sp.crossover_batch is not None
+        else f"at no batch up to {p.max_num_seqs}"
+    )
+    return [
+        "",
+        f"  speculation   {sp.method}, K={sp.num_speculative_tokens}: {state}",
+        f"    acceptance         {sp.acceptance_rate:8.2f}   {sp.rate_source}",
+        f"    tokens per step    {sp.tokens_per_step:8.2f}   (1 - a^(K+1)) / (1 - a)",
+        f"    TPOT               {sp.tpot_with_ms:8.1f} ms with, {sp.tpot_without_ms:.1f} without "
+        f"({sp.tpot_speedup:.2f}x) at {p.request.concurrency if p.request else 0} concurrent",
+        f"    goodput            {sp.goodput_with:8.2f} req/s with, {sp.goodput_without:.2f} "
+        "without (same layout)",
+        f"    stops paying       a speculative token costs more than a plain one {cross}",
+    ]
 
 
 def _lora_line(p: Plan, label: str) -> list[str]:
@@ -497,6 +594,7 @@ def sglang_memory_lines(p: Plan) -> list[str]:
             f"   of the {(m.budget + rest) / GIB:.2f} free at start",
         ),
         ("  weights", m.weights, ""),
+        *([("  draft weights", m.draft, "")] if m.draft else []),
         *([("  LoRA pool", m.lora, "   " + _lora_note(p))] if p.lora is not None else []),
         ("  KV cache pool", m.kv_cache, ""),
         ("the rest: activations, CUDA graphs", rest, ""),

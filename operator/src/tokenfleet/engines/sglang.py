@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.common import engine_dtype, fmt_fraction, requested_quantization
 from tokenfleet.engines.lora import lora_args
+from tokenfleet.engines.speculative import speculative_args
 from tokenfleet.engines.types import EngineInfo, Launch, MetricNames
 
 PORT = 30000
@@ -137,6 +138,7 @@ def engine_args(plan: Plan, launch: Launch, port: int = PORT) -> list[str]:
             "--node-rank", str(node.node_rank),
             "--dist-init-addr", f"{node.leader_address}:{DIST_INIT_PORT}",
         ]  # fmt: skip
+    args += speculative_args("sglang", plan.speculative, plan.engine_version)
     args += lora_args("sglang", plan.lora, launch.adapters)
     args += launch.extra_args
     return args

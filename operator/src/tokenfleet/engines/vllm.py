@@ -18,6 +18,7 @@ from tokenfleet.capacity.engine_profiles import parse_version
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.common import engine_dtype, fmt_fraction, requested_quantization
 from tokenfleet.engines.lora import lora_args
+from tokenfleet.engines.speculative import speculative_args
 from tokenfleet.engines.types import EngineInfo, Launch, MetricNames
 
 PORT = 8000
@@ -153,6 +154,7 @@ def engine_args(plan: Plan, launch: Launch, port: int = PORT) -> list[str]:
                 args.append("--headless")  # engine ranks only; the leader serves the API
         else:
             args += ["--distributed-executor-backend", "ray"]
+    args += speculative_args("vllm", plan.speculative, plan.engine_version)
     args += lora_args("vllm", plan.lora, launch.adapters)
     args += launch.extra_args
     return args

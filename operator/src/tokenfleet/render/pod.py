@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-import re
 from typing import Any, Literal
 
 from tokenfleet.api import LLMService
@@ -68,24 +67,6 @@ def model_ref_and_args(service: LLMService) -> tuple[str, list[str]]:
     repo = (hf.repo if hf else None) or model.id
     revision = hf.revision if hf else None
     return repo, (["--revision", revision] if revision else [])
-
-
-def speculative_args(service: LLMService, engine: str) -> list[str]:
-    """spec.engine.speculative as the engine wants it: one JSON flag for vLLM, one
-    --speculative-<key> flag per key for SGLang."""
-    spec = service.spec.engine.speculative
-    if not spec:
-        return []
-    if engine == "vllm":
-        return ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    args: list[str] = []
-    for key, value in spec.items():
-        flag = "--speculative-" + re.sub(r"(?<!^)(?=[A-Z])", "-", key).replace("_", "-").lower()
-        if value is True:
-            args.append(flag)
-        elif value is not False and value is not None:
-            args += [flag, value if isinstance(value, str) else json.dumps(value)]
-    return args
 
 
 def _split_command(engine: str, command: list[str]) -> tuple[list[str], list[str]]:
@@ -206,7 +187,9 @@ def engine_container(
     spec = service.spec
     info = engine_info(plan.engine)
     model_ref, source_args = model_ref_and_args(service)
-    user_args = [*source_args, *speculative_args(service, plan.engine), *spec.engine.args]
+    # spec.engine.speculative is rendered from the plan (engines/speculative.py): the
+    # planner may have left it off where it lowers goodput.
+    user_args = [*source_args, *spec.engine.args]
     launch = Launch(
         no_expansion(model_ref),
         served_name=no_expansion(spec.model.effective_served_name),
