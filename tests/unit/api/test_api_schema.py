@@ -74,6 +74,7 @@ def test_only_free_form_parts_preserve_unknown_fields() -> None:
     assert sorted(found) == [
         ".spec.engine.env[].valueFrom",
         ".spec.engine.speculative",
+        ".spec.engine.speculativeDraftConfig",
         ".spec.gpu.affinity",
         ".spec.model.config",
     ]

@@ -14,6 +14,7 @@ from tokenfleet.capacity.gpus import GPU, GPUS, get_gpu
 from tokenfleet.capacity.performance import EFFICIENCY, StepModel
 from tokenfleet.capacity.planner import plan, valid_tp_sizes
 from tokenfleet.capacity.types import MemoryBreakdown, Plan, PlanRequest, Prediction
+from tokenfleet.scheduling.core import StepTimer
 
 __all__ = [
     "EFFICIENCY",
@@ -33,6 +34,7 @@ __all__ = [
     "parse_config",
     "plan",
     "step_model",
+    "step_timer",
     "valid_tp_sizes",
 ]
 
@@ -59,3 +61,17 @@ def step_model(p: Plan) -> StepModel:
         per_node,
         engine_profile(p.engine, p.engine_version).step_overhead_s(p.pipeline_parallel_size),
     )
+
+
+def step_timer(p: Plan) -> StepTimer:
+    """The planned replica's step timer: its step model, with the speculative proposer's
+    rounds when the plan runs one (capacity/speculative.py)."""
+    from tokenfleet.capacity.memory import Layout
+    from tokenfleet.capacity.planner import speculative_timer
+
+    target = step_model(p)
+    sp = p.speculative
+    if sp is None or not sp.enabled or p.request is None:
+        return target
+    lay = Layout(p.tensor_parallel_size, p.pipeline_parallel_size)
+    return speculative_timer(p.request, lay, target) or target

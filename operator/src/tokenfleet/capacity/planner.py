@@ -692,31 +692,34 @@ def _size(ctx: _Context, layouts: list[Layout]) -> _Sized:
         replica = replace(replica, long_prefill_token_threshold=threshold)
     # Prefix-cache hits skip their prefill: the load runs on the tokens left to compute.
     prefill = prefill_tokens(req.input_tokens, req.prefix_cache_hit_rate)
-    step: Timer = _speculative_timer(ctx, ev, target) or target
+    step: Timer = _speculative_timer(ctx, ev.layout, target) or target
     return _Sized(ev, max_len, why, warnings, considered, max_seqs, step, slots, replica, prefill)
 
 
-def _speculative_timer(ctx: _Context, ev: Evaluation, target: StepModel) -> SpeculativeTimer | None:
+def speculative_timer(req: PlanRequest, lay: Layout, target: StepModel) -> SpeculativeTimer | None:
+    """The step timer of a planned replica with `req.speculative` (the simulator's)."""
+    return _speculative_timer(_context(req), lay, target)
+
+
+def _speculative_timer(ctx: _Context, lay: Layout, target: StepModel) -> SpeculativeTimer | None:
     """The target's steps with the proposer's (capacity/speculative.py SpeculativeTimer)."""
     sp = ctx.speculative
     if sp is None:
         return None
-    draft = _draft(ctx, ev.layout.tp)
+    draft = _draft(ctx, lay.tp)
     assert draft is not None
     arch = step_arch(draft, sp.method)
     draft_step = None
     if arch is not None:
         fmt = ctx.fmt if sp.method == "mtp" else weight_format({}, ctx.req.dtype, None)
-        built = build_step_model(
-            arch, ctx.req.gpu, ev.layout.tp, 1, fmt, ctx.kv_bytes, ctx.per_node, 0.0
-        )
+        built = build_step_model(arch, ctx.req.gpu, lay.tp, 1, fmt, ctx.kv_bytes, ctx.per_node, 0.0)
         draft_step = draft_step_model(draft, built, fmt.dtype_bytes)
     proposer = 0.0
     if sp.method == "ngram" and ctx.req.engine == "vllm":
         # vLLM turns async scheduling off for the CPU n-gram proposer (vllm/config/vllm.py):
         # the step's CPU time it would have hidden is paid again.
         full = STEP_OVERHEAD_S
-        proposer = full - ctx.profile.step_overhead_s(ev.layout.pp)
+        proposer = full - ctx.profile.step_overhead_s(lay.pp)
     return SpeculativeTimer(target, draft_step, sp.num_speculative_tokens, sp.tokens_per_step,
                             proposer)  # fmt: skip
 

@@ -69,6 +69,19 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         "--fs-root",
         help="read absolute adapter paths under this directory (the pod's filesystem)",
     )
+    spec = p.add_argument_group(
+        "speculative decoding (exported as the engines' spec-decode series)"
+    )
+    spec.add_argument(
+        "--speculative-config",
+        help="vLLM's --speculative-config JSON (method, model, num_speculative_tokens); the "
+        "step model runs its rounds (for --engine sglang too)",
+    )
+    spec.add_argument(
+        "--speculative-acceptance-rate",
+        type=float,
+        help="share of draft tokens accepted (default: the method's prior)",
+    )
     p.add_argument(
         "--default-max-tokens",
         type=int,

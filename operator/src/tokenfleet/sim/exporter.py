@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from tokenfleet.capacity.engine_profiles import parse_version
 from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.speculative import expected_tokens
 from tokenfleet.engines import sglang, vllm
 from tokenfleet.scheduling.core import ScheduledStep, Scheduler, SimRequest, StepOutcome
 
@@ -29,9 +30,47 @@ _S = sglang.METRICS
 NOT_EMULATED: dict[str, str] = {
     "vllm:cache_config_info": "its labels are every CacheConfig field of the real engine",
     "vllm:kv_block_*": "only with --kv-cache-metrics",
-    "vllm:spec_decode_*": "no speculative decoding in the simulator",
-    "sglang:* other than listed": "disaggregation, speculative, grammar, HiCache series",
+    "sglang:* other than listed": "disaggregation, grammar, HiCache series",
 }
+
+
+class SpecDecodeCounts:
+    """Speculative rounds behind the tokens a simulated engine emits. The step timer runs
+    each decode token as 1 / tau of a round (capacity/speculative.py), so after n decode
+    tokens n / tau rounds ran: that many drafts of K tokens, tau - 1 accepted per draft on
+    average, position i accepted with probability rate^(i+1). Exported as whole counts, as
+    the engines export them (vllm/v1/spec_decode/metrics.py SpecDecodingStats)."""
+
+    def __init__(self, k: int, rate: float) -> None:
+        self.k, self.rate = k, rate
+        self.tau = expected_tokens(rate, k)
+        self.rounds = 0.0
+
+    def decode_tokens(self, n: int) -> None:
+        self.rounds += n / self.tau
+
+    @property
+    def drafts(self) -> int:
+        return int(self.rounds)
+
+    @property
+    def accepted(self) -> int:
+        return int(self.rounds * (self.tau - 1))
+
+    def accepted_at(self, position: int) -> int:
+        return int(self.rounds * self.rate ** (position + 1))
+
+
+class _Deltas:
+    """A counter family fed from running totals (prometheus counters only go up by inc)."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, int] = {}
+
+    def inc(self, counter: Counter, total: int) -> None:
+        key = id(counter)
+        counter.inc(max(total - self._last.get(key, 0), 0))
+        self._last[key] = max(total, self._last.get(key, 0))
 
 
 class EngineMetrics(Protocol):
@@ -63,7 +102,13 @@ class VllmMetrics:
     `vllm:time_per_output_token_seconds` (no per-request TPOT histogram yet) and KV usage is
     also published as `vllm:gpu_cache_usage_perc`. Other families stay 0.32's."""
 
-    def __init__(self, model_name: str, max_model_len: int, version: str | None = None) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        max_model_len: int,
+        version: str | None = None,
+        speculative: tuple[int, float] | None = None,
+    ) -> None:
         old = _before(version, (0, 11, 0))
         self.registry = CollectorRegistry()
         r = self.registry
@@ -233,6 +278,27 @@ class VllmMetrics:
             "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
             tokens,
         )
+        # vllm/v1/spec_decode/metrics.py SpecDecodingProm: only with a speculative config.
+        self.spec: SpecDecodeCounts | None = None
+        self._deltas = _Deltas()
+        if speculative is not None:
+            k, rate = speculative
+            self.spec = SpecDecodeCounts(k, rate)
+            self.spec_drafts = counter(
+                "vllm:spec_decode_num_drafts", "Number of spec decoding drafts."
+            ).labels(*values)
+            self.spec_draft_tokens = counter(
+                "vllm:spec_decode_num_draft_tokens", "Number of draft tokens."
+            ).labels(*values)
+            self.spec_accepted = counter(
+                "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens."
+            ).labels(*values)
+            per_pos = counter(
+                "vllm:spec_decode_num_accepted_tokens_per_pos",
+                "Accepted tokens per draft position.",
+                ["position"],
+            )
+            self.spec_per_pos = [per_pos.labels(*values, str(i)) for i in range(k)]
 
     def on_queue_change(self, scheduler: Scheduler) -> None:
         self.running.set(len(scheduler.running))
@@ -257,9 +323,22 @@ class VllmMetrics:
                 self.prefix_queries.inc(request.prompt_tokens)
             else:
                 self.itl.observe(times[-1] - times[-2])
+        if self.spec is not None:
+            self._spec_step(sum(1 for r in outcome.sampled if len(r.token_times) > 1))
         for request in outcome.finished:
             self._finished(request, "length")
         self.on_queue_change(scheduler)
+
+    def _spec_step(self, decode_tokens: int) -> None:
+        spec = self.spec
+        assert spec is not None
+        spec.decode_tokens(decode_tokens)
+        d = self._deltas
+        d.inc(self.spec_drafts, spec.drafts)
+        d.inc(self.spec_draft_tokens, spec.drafts * spec.k)
+        d.inc(self.spec_accepted, spec.accepted)
+        for i, counter in enumerate(self.spec_per_pos):
+            d.inc(counter, spec.accepted_at(i))
 
     def _finished(self, request: SimRequest, reason: str) -> None:
         assert request.finished_at is not None
@@ -292,7 +371,9 @@ class VllmMetrics:
 class SglangMetrics:
     """SGLang's tokenizer-manager and scheduler series (as with --enable-metrics)."""
 
-    def __init__(self, model_name: str, max_model_len: int) -> None:
+    def __init__(
+        self, model_name: str, max_model_len: int, speculative: tuple[int, float] | None = None
+    ) -> None:
         del max_model_len  # SGLang's buckets do not depend on it
         self.registry = CollectorRegistry()
         r = self.registry
@@ -367,6 +448,35 @@ class SglangMetrics:
         )  # fmt: skip
         self._window_tokens = 0
         self._window_seconds = 0.0
+        # srt/observability/metrics_collector.py (0.5.23): accept length (tau), accept rate
+        # (accepted / proposed drafts), the active steps and draft tokens; 0 without
+        # speculation, as SGLang sets them.
+        self.spec: SpecDecodeCounts | None = None
+        self._deltas = _Deltas()
+        accept_length = gauge(
+            "sglang:spec_accept_length",
+            "Mean acceptance length of speculative decoding "
+            "(accepted drafts + bonus token per forward).",
+        )
+        accept_rate = gauge(
+            "sglang:spec_accept_rate",
+            "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
+        )
+        num_steps = gauge("sglang:spec_num_steps", "Currently active speculative_num_steps.")
+        draft_tokens = gauge(
+            "sglang:spec_num_draft_tokens",
+            "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
+        )
+        self.verify_calls = sched_counter(
+            "sglang:spec_verify_calls_total", "Number of speculative decoding verification calls."
+        )
+        if speculative is not None:
+            k, rate = speculative
+            self.spec = SpecDecodeCounts(k, rate)
+            accept_length.set(self.spec.tau)
+            accept_rate.set((self.spec.tau - 1) / k)
+            num_steps.set(k)
+            draft_tokens.set(k + 1)
 
     def on_queue_change(self, scheduler: Scheduler) -> None:
         self.running.set(len(scheduler.running))
@@ -394,6 +504,9 @@ class SglangMetrics:
                 self.queue_time.observe(scheduled - request.arrival)
             else:
                 self.itl.observe(times[-1] - times[-2])
+        if self.spec is not None:
+            self.spec.decode_tokens(sum(1 for r in outcome.sampled if len(r.token_times) > 1))
+            self._deltas.inc(self.verify_calls, self.spec.drafts)
         for request in outcome.finished:
             self._finished(request)
         self.on_queue_change(scheduler)
@@ -423,8 +536,13 @@ def _flag(request: SimRequest) -> str:
 
 
 def metrics_for(
-    engine: str, model_name: str, max_model_len: int, version: str | None = None
+    engine: str,
+    model_name: str,
+    max_model_len: int,
+    version: str | None = None,
+    speculative: tuple[int, float] | None = None,
 ) -> EngineMetrics:
+    """`speculative`: (K, acceptance rate) of the proposer the step timer runs, if any."""
     if engine == "sglang":
-        return SglangMetrics(model_name, max_model_len)
-    return VllmMetrics(model_name, max_model_len, version)
+        return SglangMetrics(model_name, max_model_len, speculative)
+    return VllmMetrics(model_name, max_model_len, version, speculative)

@@ -44,6 +44,8 @@ class SimSettings:
     chat_default_max_tokens: int = CHAT_DEFAULT_MAX_TOKENS
     engine_version: str | None = None  # picks version-dependent metric names
     lora: LoraSettings | None = None  # LoRA slots (--enable-lora); None: none
+    # (K, acceptance rate) of the speculative decoding the step timer runs; None: none.
+    speculative: tuple[int, float] | None = None
 
 
 SETTINGS_KEY = web.AppKey("settings", SimSettings)
@@ -62,6 +64,7 @@ def build_app(
             settings.served_model,
             settings.config.max_model_len,
             settings.engine_version,
+            settings.speculative,
         )
         step_timer: StepTimer = timer
         lora = settings.lora

@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 from pathlib import Path
 
-from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
+from tokenfleet.capacity import (
+    PlanError,
+    PlanRequest,
+    get_gpu,
+    load_model,
+    plan,
+    step_model,
+    step_timer,
+)
 from tokenfleet.capacity import lora as lora_capacity
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.quantization import weight_format
+from tokenfleet.capacity.speculative import SpeculativeRequest
 from tokenfleet.capacity.types import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS, Plan
 from tokenfleet.capacity.validate import check_request
 from tokenfleet.engines import engine
 from tokenfleet.engines.lora import VLLM_RUNTIME_ENV
-from tokenfleet.scheduling.core import SchedulerConfig
+from tokenfleet.engines.speculative import read_native, speculative_request
+from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
 from tokenfleet.sim.lora import LoraSettings
 from tokenfleet.sim.server import SimSettings
 
@@ -72,8 +84,49 @@ def plan_for(args: argparse.Namespace) -> Plan:
         output_tokens=output_tokens,
         lora=_lora_request(args),
     )
+    request = dataclasses.replace(request, speculative=_speculative(args, request))
     check_request(request)
     return plan(request)
+
+
+def _speculative(args: argparse.Namespace, request: PlanRequest) -> SpeculativeRequest | None:
+    """--speculative-config as the engine would run it: the simulated pod runs what its
+    plan rendered, so policy always (the plan already chose)."""
+    raw = getattr(args, "speculative_config", None)
+    rate = getattr(args, "speculative_acceptance_rate", None)
+    if not raw:
+        if rate is not None:
+            raise PlanError(
+                "--speculative-acceptance-rate", rate, "needs --speculative-config", "add it"
+            )
+        return None
+    try:
+        config = json.loads(raw)
+    except ValueError as error:
+        raise PlanError(
+            "--speculative-config", raw, f"is not JSON ({error})", "pass a JSON object"
+        ) from None
+    if not isinstance(config, dict):
+        raise PlanError("--speculative-config", raw, "is not a JSON object", "pass {...}")
+    method, tokens, draft_ref, rest = read_native("vllm", config, "--speculative-config")
+    return speculative_request(
+        request.engine,
+        request.engine_version,
+        method,
+        tokens,
+        request.arch,
+        acceptance_rate=rate,
+        draft_ref=draft_ref,
+        policy="always",
+        passthrough=rest,
+        allow_paths=True,
+        fields=(
+            "--speculative-config",
+            "--speculative-config",
+            "--speculative-acceptance-rate",
+            "--speculative-config",
+        ),
+    )
 
 
 def _static_adapters(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
@@ -128,7 +181,7 @@ def _lora_settings(args: argparse.Namespace, p: Plan, step: StepModel) -> LoraSe
     )
 
 
-def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel, str]:
+def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepTimer, str]:
     _positive("--time-scale", args.time_scale)
     _positive("--kv-cache-tokens", args.kv_cache_tokens)
     _positive("--default-max-tokens", args.default_max_tokens)
@@ -157,6 +210,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
         long_prefill_token_threshold=_long_prefill(args, p.engine, max_model_len),
     )
     step = step_model(p)
+    sp = p.speculative
     settings = SimSettings(
         served_model=args.served_model_name or args.model,
         engine=args.engine,
@@ -166,6 +220,11 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
         chat_default_max_tokens=args.default_max_tokens,
         engine_version=p.engine_version,
         lora=_lora_settings(args, p, step),
+        speculative=(
+            (sp.num_speculative_tokens, sp.acceptance_rate)
+            if sp is not None and sp.enabled
+            else None
+        ),
     )
     summary = (
         f"tokenfleet sim: {p.model} on {p.gpus_per_replica} x {p.gpu.id} as {p.engine} "
@@ -176,4 +235,9 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepModel
     )
     if p.lora is not None:
         summary += f" lora_slots={p.lora.slots} max_lora_rank={p.lora.max_rank}"
-    return settings, step, summary
+    if sp is not None and sp.enabled:
+        summary += (
+            f" speculative={sp.method} k={sp.num_speculative_tokens} "
+            f"acceptance={sp.acceptance_rate:.2f}"
+        )
+    return settings, step_timer(p), summary
