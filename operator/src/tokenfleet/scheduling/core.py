@@ -231,14 +231,15 @@ class Scheduler:
         self.prefix_hit_tokens = 0  # recomputation a preempted request's own cache saved
         # Per-token timestamps cost memory and time; virtual runs for plan() skip them.
         self.record_token_times = record_token_times
-        # The free queue, kept only with prefix caching (a preempted request's hit depends
-        # on what was allocated since). Allocations are not recorded one by one: every
-        # block that left the queue other than by a hit was allocated from its head, so
-        # the head's share is settled from the counts when a hit is looked up (_settle).
+        # The free queue, kept only with prefix caching and only while a preempted
+        # request's run is in it (its hit depends on what was allocated since; with none,
+        # every free block is alike and nothing is kept). Allocations are not recorded one
+        # by one: every block that left the queue other than by a hit was allocated from
+        # its head, so the head's share is settled from the counts when a hit is looked up
+        # (_settle).
         self._queue: deque[FreeRun] = deque()
-        if config.prefix_caching:
-            self._queue.append(FreeRun(None, config.num_blocks))
-        self._appended = config.num_blocks  # blocks ever put in the queue
+        self._live = 0  # runs of preempted requests in the queue
+        self._appended = 0  # blocks put in the queue since it started over
         self._hit_taken = 0  # blocks that left it as prefix-cache hits
         self._popped = 0  # blocks taken from its head, as far as _settle applied them
 
@@ -526,18 +527,24 @@ class Scheduler:
 
     def _free(self, request: SimRequest) -> None:
         self.free_blocks += request.blocks
-        if self.config.prefix_caching:
+        if self._live:
             self._append(None, request.blocks)
         request.blocks = 0
 
     def _preempt(self, request: SimRequest) -> None:
         if self.config.prefix_caching:
+            if not self._live:  # the queue starts over: every free block is alike so far
+                self._queue.clear()
+                self._appended = self._hit_taken = self._popped = 0
+                self._append(None, self.free_blocks)
             # Freed tail first: the blocks past the computed prefix, then its full blocks
             # from the last to the first, which so outlive the others in the queue.
             full = min(request.num_computed // self.config.block_size, request.blocks)
             self.free_blocks += request.blocks
             self._append(None, request.blocks - full)
             request.cached = self._append(request, full)
+            if request.cached is not None:
+                self._live += 1
             request.blocks = 0
         else:
             self._free(request)
@@ -572,8 +579,11 @@ class Scheduler:
             head.count -= take
             due -= take
             if head.count == 0:
-                if head.owner is not None:
-                    head.owner.cached = None
+                owner = head.owner
+                if owner is not None:
+                    self._live -= 1
+                    if owner.cached is head:
+                        owner.cached = None
                 queue.popleft()
 
     def _hit_blocks(self, request: SimRequest) -> int:
@@ -592,6 +602,7 @@ class Scheduler:
         run.count -= hit  # the prefix leaves; the run's older (tail) blocks stay, uncached
         run.owner = None
         request.cached = None
+        self._live -= 1
         self._hit_taken += hit
         self.free_blocks -= hit
         request.blocks = hit

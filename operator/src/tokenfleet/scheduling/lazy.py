@@ -436,7 +436,20 @@ class LazyScheduler(Scheduler):
                 cap = cfg.prefill_cap(n + len(waiting))
                 if cap < budget:
                     budget = cap
-            if self.head_fits(budget, self.free_blocks):
+            # head_fits, inlined for the engines' common rules (the hot path of plan()).
+            head, free, size = waiting[0], self.free_blocks, cfg.block_size
+            computed = head.num_computed
+            total = head.prompt_tokens + head.output_tokens
+            new = total - computed
+            if budget < new:
+                new = budget
+            fits = -(-(computed + new) // size) - head.blocks <= free
+            if fits and cfg.reserve_full_sequence:
+                whole = total if total < cfg.max_model_len else cfg.max_model_len
+                fits = -(-whole // size) - head.blocks <= free
+            if fits and cfg.reserve_outputs:
+                fits = cfg.outputs_fit(head, free, self.output_reserve())
+            if fits:
                 return None  # it would be admitted now
         heap = self._finish
         lazy = self._lazy
