@@ -19,7 +19,7 @@ from tokenfleet.api.base import Rule, SpecModel
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # The Gateway API's own types for a parentRef (kubernetes-sigs/gateway-api v1.6.1,
 # apis/v1/shared_types.go: Namespace, SectionName; the HTTPRoute CRD's parentRefs carry
-# them, and tests/unit/api checks these against tests/data/httproute-v1.crd.yaml), so a
+# them, and the API's unit tests check these against the vendored HTTPRoute CRD), so a
 # bad value is refused at kubectl apply, not at the HTTPRoute's apply.
 GATEWAY_NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SECTION_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"

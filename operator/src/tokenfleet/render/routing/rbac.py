@@ -12,8 +12,8 @@ templates/rbac.yaml (inferencepools: get/watch/list, to read its own pool). Left
 purpose: inferenceobjectives / inferencemodelrewrites (tokenfleet renders none, and the
 picker runs without them), and the chart's ClusterRole for tokenreviews /
 subjectaccessreviews, which only serves --metrics-endpoint-auth (off here: the metrics
-port is inside the cluster, as the engines' are). The chart's copies must equal these
-(tests/system/test_chart.py).
+port is inside the cluster, as the engines' are). The chart's copies must equal these (the
+chart's system test checks it).
 """
 
 from __future__ import annotations
