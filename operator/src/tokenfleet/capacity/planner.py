@@ -517,7 +517,12 @@ def _validate(req: PlanRequest) -> None:
 
 
 def plan(req: PlanRequest) -> Plan:
-    """Size one replica for the request. Pure; raises PlanError when nothing fits."""
+    """Size one replica for the request. Pure; raises PlanError when nothing fits. Serving
+    mode disaggregated or auto: the prefill / decode comparison (capacity/disagg)."""
+    if req.serving.mode != "aggregated":
+        from tokenfleet.capacity.disagg.decide import plan_serving
+
+        return plan_serving(req, plan)
     if req.speculative is not None and req.target_requests_per_second is None:
         # With and without the proposer on the same layout (capacity/speculative_plan.py);
         # a fleet plans each layout through here.

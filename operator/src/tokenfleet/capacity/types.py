@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tokenfleet.capacity.architecture import ModelArch
+from tokenfleet.capacity.disagg.request import ServingRequest
 from tokenfleet.capacity.gpus import GPU
 from tokenfleet.capacity.lora import LoraRequest, LoraSlots
 from tokenfleet.capacity.speculative import SpeculativePlan, SpeculativeRequest
+
+if TYPE_CHECKING:  # the serving decision's records hold Plans
+    from tokenfleet.capacity.disagg.types import ServingDecision
 
 Engine = Literal["vllm", "sglang"]
 # cost: fewest GPUs in total (replicas x GPUs per replica) that hold the target concurrency,
@@ -71,6 +75,9 @@ class PlanRequest:
     lora: LoraRequest | None = None
     # Speculative decoding (capacity/speculative.py); None: off.
     speculative: SpeculativeRequest | None = None
+    # Aggregated (one role), disaggregated (prefill + decode roles) or the planner's choice
+    # (capacity/disagg).
+    serving: ServingRequest = field(default_factory=ServingRequest)
 
 
 @dataclass(frozen=True)
@@ -245,6 +252,10 @@ class Plan:
     long_prefill_token_threshold: int = 0
     lora: LoraSlots | None = None  # the adapter slots the engine preallocates
     speculative: SpeculativePlan | None = None  # the proposer, and whether it runs
+    # The aggregated / disaggregated comparison (a request whose serving mode is not
+    # aggregated); with mode disaggregated this plan is the decode role's and the decision
+    # holds both roles.
+    serving: ServingDecision | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of `tokenfleet plan -o json` (engineArgs are added by engines)."""
@@ -277,4 +288,5 @@ class Plan:
             **({"fleet": self.fleet.as_dict()} if self.fleet else {}),
             **({"lora": self.lora.as_dict()} if self.lora else {}),
             **({"speculative": self.speculative.as_dict()} if self.speculative else {}),
+            **({"serving": self.serving.as_dict()} if self.serving else {}),
         }
