@@ -13,6 +13,7 @@ from typing import Any, cast
 from tokenfleet.capacity import GPUS, Plan, PlanError, PlanRequest, get_gpu, load_model, plan
 from tokenfleet.capacity.benchmark import BenchmarkRun
 from tokenfleet.capacity.catalog import served_model
+from tokenfleet.capacity.disagg.request import ServingMode, ServingRequest
 from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS
 from tokenfleet.capacity.load import Procedure
 from tokenfleet.capacity.lora import LoraRequest
@@ -26,6 +27,7 @@ from tokenfleet.capacity.types import (
     DEFAULT_TTFT_SLO_MS,
     GIB,
 )
+from tokenfleet.commands.serving_view import serving_lines
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -137,6 +139,36 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         type=float,
         help="requests/s the whole fleet must serve within the SLO: compare layouts "
         "(TP 1 x N, TP 2 x N/2, ...) and pick the cheapest",
+    )
+    p.add_argument(
+        "--serving",
+        choices=("aggregated", "disaggregated", "auto"),
+        default="aggregated",
+        help="aggregated: one engine per replica does prefill and decode; disaggregated: a "
+        "prefill role and a decode role joined by a KV transfer; auto: the cheaper per good "
+        "request (default: %(default)s)",
+    )
+    p.add_argument(
+        "--kv-link",
+        choices=("network", "nvlink"),
+        default="network",
+        help="disaggregated: the link the KV crosses between the roles' pods: network (the "
+        "node NIC, the GPU catalog's) or nvlink (both roles on one node) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--kv-network-gbps",
+        type=float,
+        help="disaggregated: the node network in Gb/s per GPU (e.g. 400 for RDMA, 100 for TCP "
+        "on 100 GbE); default: the GPU catalog's",
+    )
+    p.add_argument("--prefill-tp", type=int, help="disaggregated: fixed prefill TP size")
+    p.add_argument("--decode-tp", type=int, help="disaggregated: fixed decode TP size")
+    p.add_argument(
+        "--transfer-backend",
+        choices=("nixl", "mooncake"),
+        default="nixl",
+        help="disaggregated SGLang: --disaggregation-transfer-backend (vLLM always uses "
+        "NixlConnector) (default: %(default)s)",
     )
     p.add_argument(
         "--benchmark",
@@ -270,6 +302,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         target_requests_per_second=args.target_rps,
         lora=lora_request(args),
         speculative=speculative_request_from_args(args, arch),
+        serving=serving_from_args(args),
     )
     check_request(request)
     return request
@@ -305,6 +338,40 @@ def lora_request(args: argparse.Namespace) -> LoraRequest | None:
     if adapters is not None and adapters < 0:
         raise PlanError("lora-adapters", adapters, "must not be negative", "pass 0 or more")
     return LoraRequest(adapters=adapters or 0, slots=slots, max_rank=rank)
+
+
+def serving_from_args(args: argparse.Namespace) -> ServingRequest:
+    """--serving and the flags that only mean something with disaggregated roles."""
+    mode = cast(ServingMode, getattr(args, "serving", "aggregated"))
+    role_flags = {
+        "kv-network-gbps": getattr(args, "kv_network_gbps", None),
+        "prefill-tp": getattr(args, "prefill_tp", None),
+        "decode-tp": getattr(args, "decode_tp", None),
+    }
+    if mode == "aggregated":
+        for flag, value in role_flags.items():
+            if value is not None:
+                raise PlanError(
+                    flag, value, "applies to disaggregated serving",
+                    "add --serving disaggregated or --serving auto, or drop it",
+                )  # fmt: skip
+    for flag in ("prefill-tp", "decode-tp"):
+        value = role_flags[flag]
+        if value is not None and value < 1:
+            raise PlanError(flag, value, "must be at least 1", "use 1, 2, 4 or 8")
+    if args.engine == "vllm" and getattr(args, "transfer_backend", "nixl") != "nixl":
+        raise PlanError(
+            "transfer-backend", args.transfer_backend, "is SGLang's; vLLM uses NixlConnector",
+            "drop --transfer-backend, or use --engine sglang",
+        )  # fmt: skip
+    return ServingRequest(
+        mode=mode,
+        link=getattr(args, "kv_link", "network"),
+        network_gbit=role_flags["kv-network-gbps"],
+        prefill_tp=role_flags["prefill-tp"],
+        decode_tp=role_flags["decode-tp"],
+        backend=getattr(args, "transfer_backend", "nixl"),
+    )
 
 
 def plan_document(p: Plan, model_ref: str) -> dict[str, Any]:
@@ -499,7 +566,8 @@ def render_table(p: Plan, doc: dict[str, Any], run: BenchmarkRun | None = None) 
         f"    cost               {pr.cost_per_million_output_tokens:8.2f} $ per 1M output tokens "
         f"at ${p.gpu.price_per_hour:.2f}/GPU-hour",
         *speculative_lines(p),
-        *_fleet_lines(p),
+        *(_fleet_lines(p) if p.serving is None else []),
+        *serving_lines(p),
         *(["", *benchmark_lines(run, req.input_tokens, req.output_tokens)] if run else []),
         "",
         "  command       " + shlex.join(doc["engineCommand"]),
