@@ -138,14 +138,29 @@ def _cost(req: PlanRequest, p: RoleCapacity, d: RoleCapacity) -> float:
 
 
 def _role(name: str, c: RoleCapacity, budget_s: float, req: PlanRequest) -> Role:
+    """The role's record; its plan's prediction and reason are the role's own (at its
+    goodput), not those of the aggregated runs plan() sized it with."""
+    ttft = c.ttft_p95_s * 1e3 if math.isfinite(c.ttft_p95_s) else 0.0
+    tpot = c.tpot_p50_s * 1e3 if math.isfinite(c.tpot_p50_s) else 0.0
     prediction = replace(
         c.plan.predicted,
+        ttft_ms=ttft,
+        ttft_p95_ms=ttft,
+        ttft_p99_ms=ttft,
+        tpot_ms=tpot,
+        itl_ms=tpot,
         goodput_requests_per_second=c.goodput,
-        goodput_ttft_p95_ms=c.ttft_p95_s * 1e3 if math.isfinite(c.ttft_p95_s) else 0.0,
-        goodput_tpot_ms=c.tpot_p50_s * 1e3 if math.isfinite(c.tpot_p50_s) else 0.0,
+        goodput_ttft_p95_ms=ttft,
+        goodput_tpot_ms=tpot,
         saturation_requests_per_second=c.saturation,
     )
-    plan = replace(c.plan, predicted=prediction, request=req)
+    p = c.plan
+    layout = f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}"
+    reason = (
+        f"{layout} = {p.gpus_per_replica} GPU(s): the {name} role of disaggregated serving, "
+        f"{c.goodput:.2f} req/s per replica within its {budget_s * 1e3:.0f} ms share of TTFT"
+    )
+    plan = replace(p, predicted=prediction, request=req, reason=reason)
     return Role(
         "prefill" if name == "prefill" else "decode",
         plan,
