@@ -27,6 +27,8 @@ from tokenfleet.api.spec import LLMService
 from tokenfleet.api.workload import SloSpec, WorkloadSpec
 from tokenfleet.capacity.architecture import ModelArch, parse_config
 from tokenfleet.capacity.catalog import load_model
+from tokenfleet.capacity.disagg.request import ServingRequest
+from tokenfleet.capacity.disagg.rules import check_pair, check_version
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import get_gpu
 from tokenfleet.capacity.lora import LoraRequest
@@ -87,6 +89,12 @@ SPEC_FIELDS: dict[str, str] = {
     "tpot-slo-ms": "spec.slo.tpotMs",
     "lora-slots": "spec.lora.maxLoras",
     "lora-rank": "spec.lora.maxRank",
+    "serving": "spec.serving.mode",
+    "kv-link": "spec.serving.kvLink",
+    "kv-network-gbps": "spec.serving.networkGbps",
+    "transfer-backend": "spec.serving.transferBackend",
+    "prefill-tp": "spec.serving.prefill.tensorParallelSize",
+    "decode-tp": "spec.serving.decode.tensorParallelSize",
 }
 SPEC_NAMES: dict[str, str] = {
     "input_tokens": SPEC_FIELDS["input-tokens"],
@@ -206,8 +214,9 @@ def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None
     spec = service.spec
     tp, pp = _parallelism(service)
     gpu = get_gpu(spec.gpu.type, field="spec.gpu.type").with_price(spec.gpu.price_per_hour)
+    arch = _architecture(service, config)
     request = PlanRequest(
-        arch=_architecture(service, config),
+        arch=arch,
         gpu=gpu,
         engine=spec.engine.kind,
         engine_version=spec.engine.version,
@@ -231,6 +240,7 @@ def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None
         max_gpus_per_node=spec.gpu.max_per_node,
         target_requests_per_second=spec.workload.target_requests_per_second,
         lora=lora_request(service),
+        serving=_serving(service, arch),
     )
     request = replace(request, speculative=speculative_spec_request(service, request))
     check_request(request, SPEC_NAMES)
@@ -285,6 +295,26 @@ def lora_request(service: LLMService) -> LoraRequest | None:
         target_modules=tuple(lora.target_modules or ()) if lora else (),
         slots_field="spec.lora.maxLoras",
         rank_field="spec.lora.maxRank",
+    )
+
+
+def _serving(service: LLMService, arch: ModelArch) -> ServingRequest:
+    """spec.serving, with the constraints of the engines' KV connectors checked where the
+    spec fixes them (the engine version, a fixed pair of role TP sizes)."""
+    s, engine = service.spec.serving, service.spec.engine
+    if s.mode == "disaggregated":
+        check_version(engine.kind, engine.version, "spec.engine.version")
+    p, d = s.prefill.tensor_parallel_size, s.decode.tensor_parallel_size
+    if s.mode != "aggregated" and p is not None and d is not None:
+        check_pair(arch, engine.kind, engine.version, p, d, s.transfer_backend,
+                   "spec.serving.decode.tensorParallelSize")  # fmt: skip
+    return ServingRequest(
+        mode=s.mode,
+        link=s.kv_link,
+        network_gbit=s.network_gbps,
+        prefill_tp=p,
+        decode_tp=d,
+        backend=s.transfer_backend,
     )
 
 

@@ -20,6 +20,7 @@ from tokenfleet.api.engine import EngineSpec
 from tokenfleet.api.gpu import GpuSpec
 from tokenfleet.api.model import ModelSpec
 from tokenfleet.api.routing import ZERO_NEEDS_ROUTING, RoutingSpec
+from tokenfleet.api.serving import SERVING_RULES, ServingSpec, check_serving
 from tokenfleet.api.status import LLMServiceStatus
 from tokenfleet.api.workload import SloSpec, WorkloadSpec
 
@@ -37,7 +38,9 @@ class LLMServiceSpec(SpecModel):
     """An OpenAI-compatible LLM endpoint served by vLLM or SGLang on GPUs, sized by the
     tokenfleet capacity planner and scaled against its SLO."""
 
-    model_config = ConfigDict(json_schema_extra=cel_rules(ZERO_NEEDS_ROUTING, *ADAPTER_RULES))
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(ZERO_NEEDS_ROUTING, *ADAPTER_RULES, *SERVING_RULES)
+    )
 
     model: ModelSpec
     """The model to serve."""
@@ -72,6 +75,8 @@ class LLMServiceSpec(SpecModel):
     """LoRA adapters served on top of the base model, each under its own model name."""
     lora: LoraSpec | None = None
     """LoRA serving settings (GPU slots, loading). Unset with adapters listed: defaults."""
+    serving: ServingSpec = section(ServingSpec)
+    """Aggregated or disaggregated prefill / decode serving."""
 
     @model_validator(mode="after")
     def _zero_needs_routing(self) -> LLMServiceSpec:
@@ -88,6 +93,7 @@ class LLMServiceSpec(SpecModel):
             self.engine.kind,
             hf.token_secret_ref if hf else None,
         )
+        check_serving(self.serving, self.routing.enabled, self.engine.kind)
         return self
 
     @property
