@@ -36,8 +36,13 @@ def test_default_image_per_engine_and_vendor(
 
 def test_every_engine_has_a_row_per_vendor() -> None:
     engines = {(e, v) for e in ("vllm", "sglang") for v in VENDORS}
-    # + spec.routing's picker, and the AWS CLI that fetches s3:// LoRA adapters
-    assert set(DEFAULT_IMAGES) == engines | {("epp", "cpu"), ("aws-cli", "cpu")}
+    # + spec.routing's picker, the AWS CLI that fetches s3:// LoRA adapters, and disaggregated
+    # serving's routing sidecar
+    assert set(DEFAULT_IMAGES) == engines | {
+        ("epp", "cpu"),
+        ("aws-cli", "cpu"),
+        ("pd-sidecar", "cpu"),
+    }
 
 
 def test_every_catalog_gpu_has_a_vendor() -> None:

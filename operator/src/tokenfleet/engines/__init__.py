@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from tokenfleet.capacity.engine_profiles import parse_version
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.registry import REGISTRY, Engine, engine
-from tokenfleet.engines.types import EngineInfo, Launch, MetricNames, NodeRole
+from tokenfleet.engines.types import EngineInfo, Launch, MetricNames, NodeRole, ServingRole
 
 ENGINES: dict[str, EngineInfo] = {kind: e.info for kind, e in REGISTRY.items()}
 # The default program of each engine's container command (what precedes engine_args).
@@ -41,6 +41,7 @@ __all__ = [
     "Launch",
     "MetricNames",
     "NodeRole",
+    "ServingRole",
     "engine",
     "engine_args",
     "engine_command",

@@ -45,6 +45,11 @@ ImageTable = Mapping[tuple[str, str], ImageRule]
 # render/routing/ uses are those of this version.
 PICKER = "epp"
 PICKER_VERSION = "0.10.0"
+# llm-d's routing sidecar for disaggregated serving, on decode pods (render/routing/
+# sidecar.py): the same repository and release as the picker (llm-d/llm-d-router v0.10.0,
+# Dockerfile.sidecar; .github/workflows/ci-release.yaml pushes `<repo>-disagg-sidecar` with
+# the git tag), so the two speak the same headers.
+SIDECAR = "pd-sidecar"
 
 # The AWS CLI copies s3:// LoRA adapters into the model cache before the engine starts
 # (render/adapters.py, static loading); the official image, tags per CLI release.
@@ -67,6 +72,7 @@ DEFAULT_IMAGES: ImageTable = {
     ("sglang", "amd"): ImageRule("lmsysorg/sglang:v{version}-rocm720-mi30x", since="0.5.18"),
     (PICKER, "cpu"): ImageRule("ghcr.io/llm-d/llm-d-router-endpoint-picker:v{version}"),
     ("aws-cli", "cpu"): ImageRule("amazon/aws-cli:{version}"),
+    (SIDECAR, "cpu"): ImageRule("ghcr.io/llm-d/llm-d-router-disagg-sidecar:v{version}"),
 }
 
 
@@ -80,6 +86,12 @@ def fetch_image(tool: str, table: ImageTable = DEFAULT_IMAGES) -> str:
     """The image of a tool an init step runs (override: --engine-image aws-cli=IMAGE)."""
     rule = table.get((tool, "cpu"), DEFAULT_IMAGES[(tool, "cpu")])
     return rule.image(FETCH_TOOLS[tool])
+
+
+def sidecar_image(table: ImageTable = DEFAULT_IMAGES) -> str:
+    """The routing sidecar's image (override: --engine-image pd-sidecar=IMAGE)."""
+    rule = table.get((SIDECAR, "cpu"), DEFAULT_IMAGES[(SIDECAR, "cpu")])
+    return rule.image(PICKER_VERSION)
 
 
 def gpu_vendor(resource_name: str) -> str:
@@ -126,13 +138,13 @@ def parse_override(text: str) -> tuple[tuple[str, str], ImageRule]:
     Without a vendor the row is for NVIDIA, the vendor of most clusters."""
     key, sep, image = text.partition("=")
     engine, _, vendor = key.strip().partition(":")
-    cpu_only = engine == PICKER or engine in FETCH_TOOLS
+    cpu_only = engine in (PICKER, SIDECAR) or engine in FETCH_TOOLS
     vendor = vendor or ("cpu" if cpu_only else "nvidia")
     problem = None
     if not sep or not image.strip():
         problem = "expected ENGINE[:VENDOR]=IMAGE"
-    elif engine not in ("vllm", "sglang", PICKER, *FETCH_TOOLS):
-        problem = f"unknown engine {engine!r} (use vllm, sglang, epp or aws-cli)"
+    elif engine not in ("vllm", "sglang", PICKER, SIDECAR, *FETCH_TOOLS):
+        problem = f"unknown engine {engine!r} (use vllm, sglang, epp, {SIDECAR} or aws-cli)"
     elif cpu_only and vendor != "cpu":
         problem = f"{engine} runs on CPU: use {engine}=IMAGE"
     elif not cpu_only and vendor not in VENDORS:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.common import engine_dtype, fmt_fraction, requested_quantization
+from tokenfleet.engines.disagg import role_args
 from tokenfleet.engines.lora import lora_args
 from tokenfleet.engines.speculative import speculative_args
 from tokenfleet.engines.types import EngineInfo, Launch, MetricNames
@@ -104,6 +105,8 @@ def _kv_dtype(kv_cache_dtype: str) -> str:
 
 def engine_args(plan: Plan, launch: Launch, port: int = PORT) -> list[str]:
     """Everything after `python3 -m sglang.launch_server`; the user's extra args last (they win)."""
+    if launch.serving is not None:
+        port = launch.serving.port
     args = [
         "--model-path", launch.model_ref,
         "--host", "0.0.0.0",  # SGLang binds 127.0.0.1 by default: unreachable from the Service
@@ -140,6 +143,7 @@ def engine_args(plan: Plan, launch: Launch, port: int = PORT) -> list[str]:
         ]  # fmt: skip
     args += speculative_args("sglang", plan.speculative, plan.engine_version)
     args += lora_args("sglang", plan.lora, launch.adapters)
+    args += role_args(plan.engine, launch.serving)
     args += launch.extra_args
     return args
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,19 @@ class StaticAdapter:
 
 
 @dataclass(frozen=True)
+class ServingRole:
+    """One role of disaggregated serving (engines/disagg.py renders its flags): the role, the
+    KV transfer backend (SGLang's; vLLM always uses NixlConnector), the port the engine
+    listens on (a decode pod's routing sidecar takes the engine's usual port) and SGLang's
+    bootstrap port on prefill servers."""
+
+    role: Literal["prefill", "decode"]
+    port: int
+    backend: str = "nixl"
+    bootstrap_port: int = 8998
+
+
+@dataclass(frozen=True)
 class Launch:
     """What one engine process serves beyond its plan: the same record for every engine, so
     the spec's choices (model, served name, the user's extra flags, prefix caching, the node
@@ -94,3 +108,4 @@ class Launch:
     prefix_caching: bool | None = None  # None: the engine's default
     node: NodeRole | None = None  # None: a single-node replica
     adapters: tuple[StaticAdapter, ...] = ()  # loaded at start-up (engines/lora.py)
+    serving: ServingRole | None = None  # None: aggregated (prefill and decode in one engine)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from tokenfleet.capacity.engine_profiles import parse_version
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.common import engine_dtype, fmt_fraction, requested_quantization
+from tokenfleet.engines.disagg import role_args
 from tokenfleet.engines.lora import lora_args
 from tokenfleet.engines.speculative import speculative_args
 from tokenfleet.engines.types import EngineInfo, Launch, MetricNames
@@ -111,6 +112,8 @@ def native_multinode(plan: Plan) -> bool:
 
 def engine_args(plan: Plan, launch: Launch, port: int = PORT) -> list[str]:
     """Everything after `vllm serve`: the model, then flags; the user's extras last (they win)."""
+    if launch.serving is not None:
+        port = launch.serving.port
     args = [
         launch.model_ref,
         "--port", str(port),
@@ -156,6 +159,7 @@ def engine_args(plan: Plan, launch: Launch, port: int = PORT) -> list[str]:
             args += ["--distributed-executor-backend", "ray"]
     args += speculative_args("vllm", plan.speculative, plan.engine_version)
     args += lora_args("vllm", plan.lora, launch.adapters)
+    args += role_args(plan.engine, launch.serving)
     args += launch.extra_args
     return args
 
