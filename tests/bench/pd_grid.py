@@ -58,8 +58,12 @@ def cell(name: str, model: str, quant: str | None, gpu: str, shape: tuple[int, i
     if agg == float("inf"):
         return f"**P/D** {pair} (no agg plan)"
     kind = "**P/D**" if s.mode == "disaggregated" else "agg"
-    agg_tp = f"TP{replace(p).tensor_parallel_size}" if s.mode == "aggregated" else s.aggregated_layout
-    return f"{kind} {pd / agg - 1:+.0%} ({pair} vs {agg_tp.replace(' x PP 1', '').replace(' ', '')})"
+    agg_tp = (
+        f"TP{replace(p).tensor_parallel_size}" if s.mode == "aggregated" else s.aggregated_layout
+    )
+    return (
+        f"{kind} {pd / agg - 1:+.0%} ({pair} vs {agg_tp.replace(' x PP 1', '').replace(' ', '')})"
+    )
 
 
 def main(filters: list[str]) -> None:

@@ -18,8 +18,10 @@ from tokenfleet.commands.render import Rendered
 from tokenfleet.engines import ENGINES, worker_serves_health
 from tokenfleet.render import routing, timing
 
-MULTI_NODE = [c for c in CASES if "two-nodes" in c]
-SINGLE_NODE = [c for c in CASES if c not in MULTI_NODE]
+# Disaggregated cases render a workload per role: test_render_roles.py asserts them.
+AGGREGATED = [c for c in CASES if not c.endswith("-pd")]
+MULTI_NODE = [c for c in AGGREGATED if "two-nodes" in c]
+SINGLE_NODE = [c for c in AGGREGATED if c not in MULTI_NODE]
 DESIGN_LABELS = (
     "app.kubernetes.io/name",
     "app.kubernetes.io/instance",
@@ -51,7 +53,7 @@ def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-@pytest.fixture(scope="module", params=CASES)
+@pytest.fixture(scope="module", params=AGGREGATED)
 def case(request: pytest.FixtureRequest) -> Rendered:
     """A case's engine objects; the routing objects of spec.routing (render.routing, after
     the engines' in the list) are asserted in test_routing.py."""

@@ -251,7 +251,10 @@ def test_picker_image_comes_from_the_table_and_can_be_overridden() -> None:
 
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("epp:nvidia=x/epp:1", "runs on CPU"), ("router=x/epp:1", "use vllm, sglang, epp or aws-cli")],
+    [
+        ("epp:nvidia=x/epp:1", "runs on CPU"),
+        ("router=x/epp:1", "use vllm, sglang, epp, pd-sidecar or aws-cli"),
+    ],
 )
 def test_bad_picker_overrides_are_refused(text: str, problem: str) -> None:
     with pytest.raises(PlanError, match=problem):

@@ -39,9 +39,11 @@ RENDERED_KINDS = (
     ("v1", "ServiceAccount"),
 )
 # Kinds of which render may produce two objects (the engines' and the endpoint picker's;
-# the picker's two RoleBindings): rendering one of them does not mean nothing of that kind
-# is stale.
-SHARED_KINDS = frozenset({"Deployment", "Service", "PodMonitor", "RoleBinding"})
+# the picker's two RoleBindings; a workload and an identity per role of disaggregated
+# serving): rendering one of them does not mean nothing of that kind is stale.
+SHARED_KINDS = frozenset(
+    {"Deployment", "LeaderWorkerSet", "Service", "PodMonitor", "RoleBinding", "ServiceAccount"}
+)
 
 
 def owned_by(obj: Mapping[str, Any], uid: str) -> bool:

@@ -28,7 +28,7 @@ from tokenfleet.api import LLMService
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
-from tokenfleet.render import cache_affinity
+from tokenfleet.render import cache_affinity, roles
 from tokenfleet.render.disruption import pod_disruption_budget
 from tokenfleet.render.meta import ENGINE_CONTAINER, SERVICE_PORT, labels, selector, workload_name
 from tokenfleet.render.monitoring import pod_monitor
@@ -99,9 +99,11 @@ def namespace_problem(namespace: str) -> tuple[str, str] | None:
     )
 
 
-def check_name(llmservice: LLMService, plan: Plan) -> None:
+def check_name(llmservice: LLMService, plan: Plan, role_suffix: int = 0) -> None:
+    """`role_suffix`: the characters a disaggregated role adds to a workload's name
+    (`-prefill`), which a LeaderWorkerSet's pod labels must also hold."""
     name = llmservice.name
-    limit = MAX_NAME_MULTI_NODE if plan.nodes_per_replica > 1 else MAX_NAME
+    limit = MAX_NAME_MULTI_NODE - role_suffix if plan.nodes_per_replica > 1 else MAX_NAME
     if not name:
         raise RenderError(
             "metadata.name",
@@ -157,23 +159,29 @@ def all(
     routing_available: bool = True,
     picker_role: str = DEFAULT_PICKER_ROLE,
 ) -> list[dict[str, Any]]:
-    check_name(llmservice, plan)
+    disaggregated = roles.roles_of(plan) is not None
+    roles.check(llmservice, plan, routing_available)
+    for each in roles.role_plans(plan):
+        check_name(llmservice, each, len("-prefill") if disaggregated else 0)
+        cache_affinity.check(llmservice, each)
+        check_simulate(llmservice, each)
+        if each.nodes_per_replica > 1 and not lws_available:
+            raise RenderError(
+                "spec.gpu",
+                f"{each.gpus_per_replica} x {each.gpu.id}",
+                f"a replica needs {each.nodes_per_replica} nodes, which runs as a "
+                "LeaderWorkerSet, and the cluster has no LeaderWorkerSet API",
+                f"{LWS_INSTALL}, or pick a larger GPU type so a replica fits one node",
+            )
     check_rollout(llmservice)
-    cache_affinity.check(llmservice, plan)
-    check_simulate(llmservice, plan)
-    if plan.nodes_per_replica > 1 and not lws_available:
-        raise RenderError(
-            "spec.gpu",
-            f"{plan.gpus_per_replica} x {plan.gpu.id}",
-            f"a replica needs {plan.nodes_per_replica} nodes, which runs as a LeaderWorkerSet, "
-            "and the cluster has no LeaderWorkerSet API",
-            f"{LWS_INSTALL}, or pick a larger GPU type so a replica fits one node",
-        )
     manifests: list[dict[str, Any]] = []
     claim = model_cache_claim(llmservice)
     if claim is not None:
         manifests.append(claim)
-    manifests.append(workload(llmservice, plan, images))
+    if disaggregated:
+        manifests += roles.workloads(llmservice, plan, images)
+    else:
+        manifests.append(workload(llmservice, plan, images))
     manifests.append(service(llmservice, plan))
     manifests.append(pod_disruption_budget(llmservice, plan))
     if monitoring_available:

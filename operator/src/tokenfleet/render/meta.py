@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from tokenfleet.api import LLMService
 from tokenfleet.capacity.types import Plan
+from tokenfleet.engines.types import ServingRole
 
 Manifest = dict[str, Any]
 
@@ -20,6 +22,23 @@ LLMSERVICE_LABEL = "tokenfleet.dev/llmservice"
 # Only servers and leaders answer HTTP, so the Service and the PodMonitor select those.
 ROLE_LABEL = "tokenfleet.dev/role"
 HTTP_ROLES = ("server", "leader")
+# Disaggregated serving: the role a workload's pods run. Ours selects each role's workload;
+# llm-d's is what the endpoint picker's prefill-filter / decode-filter read
+# (llm-d-router@v0.10.0:pkg/epp/framework/plugins/scheduling/filter/bylabel/roles.go).
+SERVING_ROLE_LABEL = "tokenfleet.dev/serving-role"
+LLMD_ROLE_LABEL = "llm-d.ai/role"
+
+
+@dataclass(frozen=True)
+class RoleRender:
+    """One role's workload of a disaggregated LLMService: its engine role and replicas."""
+
+    serving: ServingRole
+    replicas: int
+
+    @property
+    def name(self) -> str:
+        return self.serving.role
 
 
 def labels(service: LLMService) -> dict[str, str]:
@@ -41,11 +60,20 @@ def metadata(service: LLMService, name: str | None = None) -> dict[str, Any]:
     return {"name": name or service.name, "namespace": service.namespace, "labels": labels(service)}
 
 
-def workload_name(service: LLMService, plan: Plan) -> str:
-    """Deployment: the LLMService's name. LeaderWorkerSet: `<name>-lws`, because the LWS
-    controller creates a headless Service named after the LWS (for its pods' DNS), and the
+def role_selector(service: LLMService, role: RoleRender | None) -> dict[str, str]:
+    """matchLabels of one workload's pods: the LLMService's, and a disaggregated role's."""
+    if role is None:
+        return selector(service)
+    return {**selector(service), SERVING_ROLE_LABEL: role.name}
+
+
+def workload_name(service: LLMService, plan: Plan, role: RoleRender | None = None) -> str:
+    """Deployment: the LLMService's name (`<name>-prefill` / `<name>-decode` for a role of
+    disaggregated serving). LeaderWorkerSet: that name + `-lws`, because the LWS controller
+    creates a headless Service named after the LWS (for its pods' DNS), and the
     client-facing Service already has the LLMService's name."""
-    return service.name if plan.nodes_per_replica <= 1 else f"{service.name}-lws"
+    base = service.name if role is None else f"{service.name}-{role.name}"
+    return base if plan.nodes_per_replica <= 1 else f"{base}-lws"
 
 
 def plan_annotations(plan: Plan) -> dict[str, str]:

@@ -11,7 +11,14 @@ from typing import Any
 from tokenfleet.api import LLMService
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines import engine_info
-from tokenfleet.render.meta import HTTP_ROLES, PORT_NAME, ROLE_LABEL, metadata, selector
+from tokenfleet.render.meta import (
+    HTTP_ROLES,
+    PORT_NAME,
+    ROLE_LABEL,
+    SERVING_ROLE_LABEL,
+    metadata,
+    selector,
+)
 
 SCRAPE_INTERVAL = "15s"
 
@@ -26,6 +33,17 @@ def service_relabelings(service: LLMService) -> list[dict[str, Any]]:
             "targetLabel": "namespace",
         },
     ]
+
+
+def _role_relabeling(plan: Plan) -> list[dict[str, Any]]:
+    """Disaggregated serving: every series carries `role` (prefill or decode), so the
+    autoscaler reads each pool's signals apart."""
+    if plan.serving is None or plan.serving.roles is None:
+        return []
+    source = "__meta_kubernetes_pod_label_" + "".join(
+        c if c.isalnum() else "_" for c in SERVING_ROLE_LABEL
+    )
+    return [{"action": "replace", "sourceLabels": [source], "targetLabel": "role"}]
 
 
 def pod_monitor(service: LLMService, plan: Plan) -> dict[str, Any]:
@@ -54,6 +72,7 @@ def pod_monitor(service: LLMService, plan: Plan) -> dict[str, Any]:
                             "sourceLabels": ["__meta_kubernetes_pod_name"],
                             "targetLabel": "pod",
                         },
+                        *_role_relabeling(plan),
                     ],
                 }
             ],

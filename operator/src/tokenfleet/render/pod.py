@@ -13,6 +13,7 @@ from tokenfleet.engines import (
     PROGRAMS,
     Launch,
     NodeRole,
+    ServingRole,
     engine_command,
     engine_info,
     worker_serves_health,
@@ -182,7 +183,11 @@ def container_image(service: LLMService, plan: Plan, images: ImageTable = DEFAUL
 
 
 def engine_container(
-    service: LLMService, plan: Plan, role: Role, images: ImageTable = DEFAULT_IMAGES
+    service: LLMService,
+    plan: Plan,
+    role: Role,
+    images: ImageTable = DEFAULT_IMAGES,
+    serving: ServingRole | None = None,
 ) -> dict[str, Any]:
     spec = service.spec
     info = engine_info(plan.engine)
@@ -197,6 +202,7 @@ def engine_container(
         prefix_caching=spec.engine.prefix_caching,
         node=node_role(plan, role),
         adapters=lora.static_adapters(service, CACHE_MOUNT),
+        serving=serving,
     )
     command = engine_command(plan, launch)
     program, args = _split_command(plan.engine, command)
@@ -216,7 +222,8 @@ def engine_container(
     }
     serves_http = role != "worker" or worker_serves_health(plan)
     if serves_http:
-        container["ports"] = [{"name": PORT_NAME, "containerPort": info.port, "protocol": "TCP"}]
+        port = serving.port if serving is not None else info.port
+        container["ports"] = [{"name": PORT_NAME, "containerPort": port, "protocol": "TCP"}]
     container["env"] = _env(service, plan)
     container["resources"] = _resources(service, plan)
     container["volumeMounts"] = mounts
@@ -257,8 +264,14 @@ def _volumes(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
 
 
 def pod_template(
-    service: LLMService, plan: Plan, role: Role, images: ImageTable = DEFAULT_IMAGES
+    service: LLMService,
+    plan: Plan,
+    role: Role,
+    images: ImageTable = DEFAULT_IMAGES,
+    serving: ServingRole | None = None,
 ) -> dict[str, Any]:
+    """One engine pod; `serving`: the role of disaggregated serving it runs (render/roles.py
+    adds what the role needs around the engine)."""
     spec = service.spec
     info = engine_info(plan.engine)
     # The user's extra labels come after ours and cannot replace them (selectors use ours).
@@ -301,7 +314,7 @@ def pod_template(
     # The model server never talks to the Kubernetes API: no token in its filesystem.
     pod["automountServiceAccountToken"] = False
     pod["securityContext"] = pod_security_context(service)
-    engine = engine_container(service, plan, role, images)
+    engine = engine_container(service, plan, role, images, serving)
     fetch = lora.init_containers(
         service,
         engine["image"],

@@ -10,6 +10,7 @@ from tokenfleet.render.meta import (
     PORT_NAME,
     ROLE_LABEL,
     SERVICE_PORT,
+    SERVING_ROLE_LABEL,
     metadata,
     selector,
 )
@@ -24,6 +25,10 @@ def service(svc: LLMService, plan: Plan) -> dict[str, Any]:
     pods = selector(svc)
     if plan.nodes_per_replica > 1:
         pods[ROLE_LABEL] = "leader"  # workers of a multi-node replica serve no HTTP
+    if plan.serving is not None and plan.serving.roles is not None:
+        # Disaggregated: the decode pods, whose routing sidecar serves a request whole (a
+        # request that did not come through the picker is prefilled there).
+        pods[SERVING_ROLE_LABEL] = "decode"
     return {
         "apiVersion": "v1",
         "kind": "Service",

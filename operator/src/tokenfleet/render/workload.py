@@ -8,30 +8,50 @@ from typing import Any
 from tokenfleet.api import LLMService
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
-from tokenfleet.render import timing
-from tokenfleet.render.meta import metadata, plan_annotations, selector, workload_name
-from tokenfleet.render.pod import pod_template
+from tokenfleet.render import role_pod, timing
+from tokenfleet.render.meta import (
+    RoleRender,
+    metadata,
+    plan_annotations,
+    role_selector,
+    workload_name,
+)
+from tokenfleet.render.pod import Role, pod_template
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 
 
-def _meta(service: LLMService, plan: Plan) -> dict[str, Any]:
-    meta = metadata(service, workload_name(service, plan))
+def _meta(service: LLMService, plan: Plan, role: RoleRender | None) -> dict[str, Any]:
+    meta = metadata(service, workload_name(service, plan, role))
     meta["annotations"] = plan_annotations(plan)
     return meta
 
 
-def deployment(
-    service: LLMService, plan: Plan, images: ImageTable = DEFAULT_IMAGES
+def _template(
+    service: LLMService, plan: Plan, node: Role, images: ImageTable, role: RoleRender | None
 ) -> dict[str, Any]:
+    if role is None:
+        return pod_template(service, plan, node, images)
+    return role_pod.decorate(
+        pod_template(service, plan, node, images, role.serving), service, plan, node, role, images
+    )
+
+
+def deployment(
+    service: LLMService,
+    plan: Plan,
+    images: ImageTable = DEFAULT_IMAGES,
+    role: RoleRender | None = None,
+) -> dict[str, Any]:
+    """`role`: one role's workload of disaggregated serving (its own name, pods, replicas)."""
     rollout = service.spec.rollout
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(service, plan),
+        "metadata": _meta(service, plan, role),
         "spec": {
-            "replicas": service.spec.replicas,
-            "selector": {"matchLabels": selector(service)},
+            "replicas": service.spec.replicas if role is None else role.replicas,
+            "selector": {"matchLabels": role_selector(service, role)},
             # Default maxSurge 0: an update replaces pods in place and needs no spare GPUs.
             "strategy": {
                 "type": "RollingUpdate",
@@ -43,13 +63,16 @@ def deployment(
             # A pod that is still loading weights is progress, not a stuck rollout.
             "progressDeadlineSeconds": timing.startup_seconds(plan) + 600,
             "revisionHistoryLimit": 3,
-            "template": pod_template(service, plan, "server", images),
+            "template": _template(service, plan, "server", images, role),
         },
     }
 
 
 def leader_worker_set(
-    service: LLMService, plan: Plan, images: ImageTable = DEFAULT_IMAGES
+    service: LLMService,
+    plan: Plan,
+    images: ImageTable = DEFAULT_IMAGES,
+    role: RoleRender | None = None,
 ) -> dict[str, Any]:
     """One group of `nodes_per_replica` pods per replica: the leader (node rank 0) serves
     the API, workers hold the other ranks. A failed pod restarts its whole group, since a
@@ -58,9 +81,9 @@ def leader_worker_set(
     return {
         "apiVersion": LWS_API_VERSION,
         "kind": "LeaderWorkerSet",
-        "metadata": _meta(service, plan),
+        "metadata": _meta(service, plan, role),
         "spec": {
-            "replicas": service.spec.replicas,
+            "replicas": service.spec.replicas if role is None else role.replicas,
             "startupPolicy": "LeaderCreated",
             "rolloutStrategy": {
                 "type": "RollingUpdate",
@@ -72,16 +95,19 @@ def leader_worker_set(
             "leaderWorkerTemplate": {
                 "size": plan.nodes_per_replica,
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": pod_template(service, plan, "leader", images),
-                "workerTemplate": pod_template(service, plan, "worker", images),
+                "leaderTemplate": _template(service, plan, "leader", images, role),
+                "workerTemplate": _template(service, plan, "worker", images, role),
             },
         },
     }
 
 
 def workload(
-    service: LLMService, plan: Plan, images: ImageTable = DEFAULT_IMAGES
+    service: LLMService,
+    plan: Plan,
+    images: ImageTable = DEFAULT_IMAGES,
+    role: RoleRender | None = None,
 ) -> dict[str, Any]:
     if plan.nodes_per_replica > 1:
-        return leader_worker_set(service, plan, images)
-    return deployment(service, plan, images)
+        return leader_worker_set(service, plan, images, role)
+    return deployment(service, plan, images, role)

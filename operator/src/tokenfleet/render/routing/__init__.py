@@ -3,9 +3,11 @@
 `manifests(service, plan, images, monitoring_available, picker_role)` returns, in apply
 order (the picker's identity before the picker, the picker before the pool that names it):
 ServiceAccount `<name>-epp`, RoleBinding `<name>-epp` to the chart's ClusterRole
-`picker_role` (and `<name>-epp-leader-election` with several pickers), Deployment and Service
-`<name>-epp`, InferencePool `<name>`, HTTPRoute `<name>` (with spec.routing.gateway) and
-PodMonitor `<name>-epp` (with the Prometheus Operator). Empty when routing is off.
+`picker_role` (and `<name>-epp-leader-election` with several pickers), with disaggregated
+serving the routing sidecar's ServiceAccount and RoleBinding `<name>-pd-sidecar`,
+Deployment and Service `<name>-epp`, InferencePool `<name>`, HTTPRoute `<name>` (with
+spec.routing.gateway) and PodMonitor `<name>-epp` (with the Prometheus Operator). Empty
+when routing is off.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from tokenfleet.api import LLMService
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
+from tokenfleet.render.routing import sidecar
 from tokenfleet.render.routing.names import PICKER_SUFFIX, picker_name
 from tokenfleet.render.routing.picker import (
     deployment,
@@ -72,6 +75,11 @@ def manifests(
     out = [
         service_account(service),
         *role_bindings(service, picker_role),
+    ]
+    if plan.serving is not None and plan.serving.roles is not None:
+        # Decode pods' routing sidecar: its identity, bound to the picker's read rules.
+        out += [sidecar.service_account(service), sidecar.role_binding(service, picker_role)]
+    out += [
         deployment(service, plan, images),
         picker_service(service),
         inference_pool(service, plan),

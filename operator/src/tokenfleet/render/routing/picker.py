@@ -18,6 +18,7 @@ Everything here follows llm-d/llm-d-router v0.10.0 (engines.images.PICKER_VERSIO
   plugin README's example and the loader's DefaultScorerWeight (pkg/epp/config/loader/
   defaults.go). SGLang's engine config there has no LoRASpec, so the scorer would see no
   adapter anywhere; it is not rendered for SGLang;
+- disaggregated serving: the disaggregation profile of render/routing/disagg.py;
 - flow control (pkg/epp/flowcontrol/README.md): off by default, on through the
   `flowControl` feature gate. With minReplicas 0 it is the waiting room that holds requests
   while the pool has no endpoints; defaultRequestTTL bounds the wait.
@@ -34,6 +35,7 @@ from tokenfleet.capacity.types import Plan
 from tokenfleet.engines import engine_info
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable, picker_image
 from tokenfleet.render.monitoring import service_relabelings
+from tokenfleet.render.routing import disagg
 from tokenfleet.render.routing.names import (
     picker_metadata,
     picker_name,
@@ -69,10 +71,12 @@ def picker_config(service: LLMService, plan: Plan) -> dict[str, Any]:
     if plan.engine != "vllm":  # the extractor's default engine is vLLM
         extractor["parameters"] = {"defaultEngine": plan.engine}
     chosen = scorers(service, plan)
+    disaggregated = plan.serving is not None and plan.serving.roles is not None
     config: dict[str, Any] = {
         "apiVersion": "llm-d.ai/v1alpha1",
         "kind": "EndpointPickerConfig",
         "plugins": [
+            *(disagg.plugins() if disaggregated else ()),
             *({"type": name} for name, _ in chosen),
             {
                 "type": "metrics-data-source",
@@ -80,12 +84,16 @@ def picker_config(service: LLMService, plan: Plan) -> dict[str, Any]:
             },
             extractor,
         ],
-        "schedulingProfiles": [
-            {
-                "name": "default",
-                "plugins": [{"pluginRef": name, "weight": weight} for name, weight in chosen],
-            }
-        ],
+        "schedulingProfiles": (
+            disagg.profiles(chosen)
+            if disaggregated
+            else [
+                {
+                    "name": "default",
+                    "plugins": [{"pluginRef": name, "weight": weight} for name, weight in chosen],
+                }
+            ]
+        ),
     }
     if scales_to_zero(service):
         config["featureGates"] = ["flowControl"]
