@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from tokenfleet.api.base import StatusModel
+from tokenfleet.api.serving_status import ServingPlanStatus
 
 Phase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
 ConditionType = Literal[
@@ -67,6 +68,8 @@ class PlanStatus(StatusModel):
     reason: str | None = None
     """Why this TP / PP."""
     warnings: list[str] = Field(default_factory=list)
+    serving: ServingPlanStatus | None = None
+    """Aggregated or disaggregated, and the roles (spec.serving.mode disaggregated or auto)."""
 
     @classmethod
     def from_plan(cls, plan: Any, engine_args: list[str] | None = None) -> PlanStatus:
@@ -89,6 +92,11 @@ class PlanStatus(StatusModel):
             engine_args=list(engine_args or []),
             reason=plan.reason,
             warnings=list(plan.warnings),
+            serving=(
+                ServingPlanStatus.from_decision(plan.serving)
+                if getattr(plan, "serving", None) is not None
+                else None
+            ),
         )
 
 
