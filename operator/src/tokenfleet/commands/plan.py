@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import json
 import math
-import shlex
 import sys
 from typing import Any, cast
 
@@ -27,7 +26,7 @@ from tokenfleet.capacity.types import (
     DEFAULT_TTFT_SLO_MS,
     GIB,
 )
-from tokenfleet.commands.serving_view import serving_lines
+from tokenfleet.commands.serving_view import add_role_commands, command_lines, serving_lines
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -387,6 +386,7 @@ def plan_document(p: Plan, model_ref: str) -> dict[str, Any]:
         m = p.memory
         doc["memory"]["staticPool"] = round(m.budget / GIB, 2)
         doc["memory"]["freeAtStart"] = round((m.budget + m.activation) / GIB, 2)
+    add_role_commands(doc, p, model_ref)
     return doc
 
 
@@ -570,7 +570,7 @@ def render_table(p: Plan, doc: dict[str, Any], run: BenchmarkRun | None = None) 
         *serving_lines(p),
         *(["", *benchmark_lines(run, req.input_tokens, req.output_tokens)] if run else []),
         "",
-        "  command       " + shlex.join(doc["engineCommand"]),
+        *command_lines(doc),
     ]
     if doc["warnings"]:
         lines += ["", "  warnings"] + [f"    - {w}" for w in doc["warnings"]]

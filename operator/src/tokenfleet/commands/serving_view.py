@@ -4,6 +4,8 @@ and at --target-rps both kinds of fleet in one table."""
 from __future__ import annotations
 
 import math
+import shlex
+from typing import Any
 
 from tokenfleet.capacity.disagg.types import Role, ServingDecision
 from tokenfleet.capacity.types import Plan
@@ -74,3 +76,37 @@ def _fleet_table(s: ServingDecision) -> list[str]:
     for cost, line in sorted(rows, key=lambda r: r[0]):
         lines.append(line + ("  <- cheapest" if cost == cheapest else ""))
     return lines
+
+
+def add_role_commands(doc: dict[str, Any], p: Plan, model_ref: str) -> None:
+    """A disaggregated plan's engine command per role (what the operator renders), under
+    serving.disaggregated.<role>.engineCommand; the top-level engineCommand is the decode
+    role's."""
+    from tokenfleet.engines import Launch, ServingRole, engine_args, engine_command, engine_info
+    from tokenfleet.engines.disagg import DECODE_PORT_OFFSET
+
+    s = p.serving
+    d = s.disaggregated if s is not None else None
+    if s is None or d is None or p.request is None:
+        return
+    backend = p.request.serving.backend
+    port = engine_info(p.engine).port
+    for role in (d.prefill, d.decode):
+        offset = DECODE_PORT_OFFSET if role.name == "decode" else 0
+        launch = Launch(model_ref, serving=ServingRole(role.name, port + offset, backend))
+        doc["serving"]["disaggregated"][role.name]["engineCommand"] = engine_command(
+            role.plan, launch
+        )
+        if role.name == "decode" and s.mode == "disaggregated":
+            doc["engineCommand"] = engine_command(role.plan, launch)
+            doc["engineArgs"] = engine_args(role.plan, launch)
+
+
+def command_lines(doc: dict[str, Any]) -> list[str]:
+    d = (doc.get("serving") or {}).get("disaggregated")
+    if not d or "engineCommand" not in d["prefill"] or doc["serving"]["mode"] != "disaggregated":
+        return ["  command       " + shlex.join(doc["engineCommand"])]
+    return [
+        "  prefill       " + shlex.join(d["prefill"]["engineCommand"]),
+        "  decode        " + shlex.join(d["decode"]["engineCommand"]),
+    ]
