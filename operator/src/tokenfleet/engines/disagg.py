@@ -1,7 +1,7 @@
 """The engines' flags for one role of disaggregated serving. Pure.
 
-vLLM (`vllm@0.32:vllm/config/kv_transfer.py`, KVTransferConfig; every rendered JSON is
-parsed by the installed vLLM's own config class in tests/system/test_engine_parsers.py):
+vLLM (`vllm@0.32:vllm/config/kv_transfer.py`, KVTransferConfig; the system tests parse
+every rendered JSON with the installed vLLM's own config class):
 - `--kv-transfer-config` with `kv_connector: NixlConnector` and `kv_role` kv_producer on
   prefill, kv_consumer on decode (`kv_both` is deprecated for NixlConnector:
   `vllm@0.32:.../kv_connector/v1/nixl/connector.py`);

@@ -6,8 +6,8 @@ of the picker whose disaggregation profile sets the header the sidecar reads:
 - flags: pkg/sidecar/proxy/options.go (--port, --model-server-port, --kv-connector,
   --secure-proxy, --enable-ssrf-protection, --inference-pool, --pool-group); connector names
   pkg/sidecar/constants/constants.go (nixlv2 for vLLM's NixlConnector, sglang for SGLang's
-  bootstrap protocol). tests/data holds both files; the render tests check every rendered
-  flag and value against them;
+  bootstrap protocol). The render tests check every rendered flag and value against both
+  files, kept verbatim beside them;
 - layout: deploy/components/vllm-decode/deployment.yaml runs it as a native sidecar (an init
   container with restartPolicy Always) on the port the pool targets, in front of the engine
   on another port (engines/disagg.py DECODE_PORT_OFFSET); plain HTTP (--secure-proxy=false),
