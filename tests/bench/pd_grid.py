@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
 
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan
 from tokenfleet.capacity.disagg.request import ServingRequest
@@ -58,12 +57,8 @@ def cell(name: str, model: str, quant: str | None, gpu: str, shape: tuple[int, i
     if agg == float("inf"):
         return f"**P/D** {pair} (no agg plan)"
     kind = "**P/D**" if s.mode == "disaggregated" else "agg"
-    agg_tp = (
-        f"TP{replace(p).tensor_parallel_size}" if s.mode == "aggregated" else s.aggregated_layout
-    )
-    return (
-        f"{kind} {pd / agg - 1:+.0%} ({pair} vs {agg_tp.replace(' x PP 1', '').replace(' ', '')})"
-    )
+    layout = s.aggregated_layout.replace(" x PP 1", "").replace(" ", "")
+    return f"{kind} {pd / agg - 1:+.0%} ({pair} vs {layout})"
 
 
 def main(filters: list[str]) -> None:
