@@ -172,6 +172,23 @@ def prefix_hit_rate_query(names: MetricNames, sel: str, window_s: float) -> str 
     return None
 
 
+def acceptance_query(names: MetricNames, sel: str, window_s: float) -> str | None:
+    """Speculative decoding's mean tokens per verify step over the window, whole
+    LLMService: 1 + accepted draft tokens / drafts (vLLM's counters, the formula of its
+    SpecDecodingProm docstring), or the mean of the engine's own acceptance-length gauge
+    (SGLang's). None: the engine exports neither."""
+    window = _window(window_s)
+    if names.spec_accepted_tokens and names.spec_drafts:
+        return (
+            f"1 + sum(rate({names.spec_accepted_tokens}{sel}[{window}])) / "
+            f"sum(rate({names.spec_drafts}{sel}[{window}]))"
+        )
+    if names.spec_accept_length:
+        # SGLang sets the gauge to 0 while it decodes nothing (or runs no speculation).
+        return f"avg(avg_over_time({names.spec_accept_length}{sel}[{window}]) > 0)"
+    return None
+
+
 def request_rate_query(names: MetricNames, sel: str, window_s: float) -> str:
     """Finished requests per second over the window, whole LLMService (any finish reason)."""
     return f"sum(rate({names.request_success}{sel}[{_window(window_s)}]))"
@@ -341,6 +358,11 @@ def finite(samples: Sequence[Sample]) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _length(value: float | None) -> float | None:
+    """An acceptance length (>= 1 token per step), or None where there was nothing to read."""
+    return None if value is None or value < 1.0 else value
+
+
 def clamp01(value: float | None) -> float | None:
     # rate() extrapolates each series separately: a ratio of rates can exceed 1 by a hair.
     return None if value is None else min(1.0, max(0.0, value))
@@ -375,6 +397,9 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
     prefix = prefix_hit_rate_query(names, sel, w)
     if prefix is not None:
         texts["prefix"] = prefix
+    acceptance = acceptance_query(names, sel, w)
+    if acceptance is not None:
+        texts["acceptance"] = acceptance
     if names.prompt_length:
         texts["prompts"] = length_histogram_query(names.prompt_length, sel, MIX_WINDOW_SECONDS)
         texts["prompt_mean"] = mean_length_query(names.prompt_length, sel, MIX_WINDOW_SECONDS)
@@ -415,6 +440,7 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         ),
         prefix_cache_hit_rate=clamp01(finite(got["prefix"])) if "prefix" in got else None,
         arrival_dispersion=finite(got["dispersion"]),
+        spec_accept_length=_length(finite(got["acceptance"])) if "acceptance" in got else None,
     )
     prompts = length_histogram(got["prompts"]) if "prompts" in got else None
     output = finite(got["output"]) if "output" in got else None

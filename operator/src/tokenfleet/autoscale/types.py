@@ -68,6 +68,9 @@ class Signals:
     arrival_dispersion: float | None = None
     """Index of dispersion (variance / mean, autoscale/dispersion.py) of first-token counts
     per dispersion.BIN_SECONDS over dispersion.WINDOW_SECONDS; None: too few arrivals."""
+    spec_accept_length: float | None = None
+    """Speculative decoding's tokens per verify step over the window, from the engines' own
+    acceptance metrics (signals.acceptance_query); None: no speculation or no drafts."""
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,7 @@ from tokenfleet.controller.prometheus_source import (
     SignalSource,
 )
 from tokenfleet.controller.routing import zero_floor
+from tokenfleet.controller.spec_feed import SpecFeed, fed_acceptance, speculative_tokens
 from tokenfleet.controller.statuswrite import write_status
 
 API_VERSION, KIND = "tokenfleet.dev/v1alpha1", "LLMService"
@@ -319,6 +320,7 @@ class Autoscalers:
         self._failures: dict[tuple[str, str], str] = {}
         self._ceilings = Ceilings()  # controller/attainability.py: the SLO's ceiling
         self._prefix = PrefixFeed()  # controller/prefix_feed.py: plan at the observed hit rate
+        self._spec = SpecFeed()  # controller/spec_feed.py: ... and speculative acceptance
         self._logger = logging.getLogger("tokenfleet.autoscaler")
 
     # --- loops -------------------------------------------------------------------------
@@ -401,6 +403,7 @@ class Autoscalers:
         self._failures.pop(key, None)
         self._ceilings.forget(key)
         self._prefix.forget(key)
+        self._spec.forget(key)
         self._forget_metrics(*key)
 
     async def _loop(self, key: tuple[str, str], interval: float) -> None:
@@ -508,7 +511,19 @@ class Autoscalers:
             observation.signals.prefix_cache_hit_rate if observation else None,
         )
         feed = mix if self._ceilings.mix_settled(key, now) else None
-        if hit_rate is not None:
+        acceptance = fed_acceptance(
+            spec.engine.speculative_acceptance_rate,
+            observation.signals.spec_accept_length if observation else None,
+            speculative_tokens(service),
+        )
+        if acceptance is not None:
+            # The engines' own acceptance in place of the prior (with the observed prefix
+            # hit rate, if any): plan() at both feeds forward.
+            fed = await self._spec.predicted(key, body, service, acceptance, hit_rate)
+            if fed is not None:
+                history = _with_predicted(history, fed)
+                feed = None
+        elif hit_rate is not None:
             fed = await self._prefix.predicted(key, body, service, hit_rate)
             if fed is not None:
                 history = _with_predicted(history, fed)

@@ -75,6 +75,9 @@ METRICS = MetricNames(
     # sglang/srt/observability/metrics_collector.py (0.5.23): the Gauge
     # "sglang:cache_hit_rate", the scheduler's recent prefix-cache hit rate.
     prefix_cache_hit_rate="sglang:cache_hit_rate",
+    # srt/observability/metrics_collector.py (0.5.23): Gauge "sglang:spec_accept_length",
+    # accepted drafts + the bonus token per verify forward, over the last decode log window.
+    spec_accept_length="sglang:spec_accept_length",
     ttft_buckets=TTFT_BUCKETS,
     itl_buckets=ITL_BUCKETS,
 )

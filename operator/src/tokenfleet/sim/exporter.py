@@ -55,7 +55,8 @@ class SpecDecodeCounts:
 
     @property
     def accepted(self) -> int:
-        return int(self.rounds * (self.tau - 1))
+        """The per-position counts' sum, as vLLM's (about rounds x (tau - 1))."""
+        return sum(self.accepted_at(i) for i in range(self.k))
 
     def accepted_at(self, position: int) -> int:
         return int(self.rounds * self.rate ** (position + 1))

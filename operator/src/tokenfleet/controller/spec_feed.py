@@ -1,0 +1,104 @@
+"""The feed-forward at the speculative acceptance the engines observe.
+
+plan() prices speculative decoding at an acceptance rate: spec.engine.speculativeAcceptance-
+Rate, or the method's published prior (capacity/speculative.py PRIORS). Once the engines
+run, they count what their proposer really achieves (vLLM's spec_decode accepted-token and
+draft counters, SGLang's acceptance-length gauge: signals.acceptance_query); the autoscaler's
+predicted capacity per replica then comes from a plan at that rate in place of the prior,
+on the layout running (capacity/pinned.py). A configured rate is the user's word and wins,
+as with the prefix feed (controller/prefix_feed.py).
+
+The observed rate is rounded to RATE_STEP before planning, so noise does not re-plan every
+tick; plans are kept per LLMService and spec generation, bounded like the prefix feed's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from tokenfleet.capacity.pinned import pin_layout
+from tokenfleet.capacity.speculative import rate_for_length
+
+RATE_STEP = 0.05
+MAX_CACHED = 4096
+
+
+def fed_acceptance(configured: float | None, observed_length: float | None, k: int) -> float | None:
+    """The acceptance rate to plan at, or None: keep the plan of the spec (a configured
+    rate, no speculation running, or nothing observed)."""
+    if configured is not None or observed_length is None or k < 1:
+        return None
+    rate = rate_for_length(observed_length, k)
+    return round(round(rate / RATE_STEP) * RATE_STEP, 4)
+
+
+def speculative_tokens(service: Any) -> int:
+    """K of the LLMService's speculative settings (0: none, or none the planner reads)."""
+    engine = service.spec.engine
+    if not engine.speculative:
+        return 0
+    from tokenfleet.capacity.errors import PlanError
+    from tokenfleet.engines.speculative import read_native
+
+    try:
+        return read_native(engine.kind, engine.speculative, "spec.engine.speculative")[1]
+    except PlanError:
+        return 0
+
+
+class SpecFeed:
+    """Planned goodput per replica at an observed acceptance rate, per (namespace, name)."""
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple[str, str], tuple[tuple[str, int, float, float], float | None]] = {}
+
+    def forget(self, key: tuple[str, str]) -> None:
+        self._plans.pop(key, None)
+
+    async def predicted(
+        self,
+        key: tuple[str, str],
+        body: Mapping[str, Any],
+        service: Any,
+        rate: float,
+        hit_rate: float | None,
+    ) -> float | None:
+        meta = body.get("metadata") or {}
+        version = (str(meta.get("uid") or ""), int(meta.get("generation") or 0), rate,
+                   hit_rate if hit_rate is not None else -1.0)  # fmt: skip
+        cached = self._plans.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        if len(self._plans) >= MAX_CACHED:
+            self._plans.pop(next(iter(self._plans)))
+        goodput = await asyncio.to_thread(plan_at, service, rate, hit_rate)
+        self._plans[key] = (version, goodput)
+        return goodput
+
+
+def plan_at(service: Any, rate: float, hit_rate: float | None) -> float | None:
+    """Goodput per replica of the running layout with speculation at `rate` (and the
+    observed prefix hit rate, when the prefix feed has one)."""
+    try:
+        from tokenfleet.api import plan_service, to_plan_request
+        from tokenfleet.capacity import plan
+
+        p = plan_service(to_plan_request(service))
+        request = p.request
+        if request is None or request.speculative is None or p.speculative is None:
+            return None
+        speculative = replace(
+            request.speculative, acceptance_rate=rate, acceptance_source="observed",
+            policy="always" if p.speculative.enabled else "auto",
+        )  # fmt: skip
+        changes: dict[str, Any] = {"speculative": speculative}
+        if hit_rate is not None:
+            changes["prefix_cache_hit_rate"] = hit_rate
+        got = plan(pin_layout(request, p, **changes))
+        goodput = float(got.predicted.goodput_requests_per_second)
+    except Exception:  # the reconciler reports plan errors; the spec's plan stands
+        return None
+    return goodput if goodput > 0 else None
