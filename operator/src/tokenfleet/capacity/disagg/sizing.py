@@ -40,6 +40,7 @@ class RoleCapacity:
     ttft_p95_s: float
     tpot_p50_s: float
     saturation: float
+    lone_ttft_s: float = 0.0  # a lone request's: what no queue adds to
 
 
 def _per_node(req: PlanRequest) -> int:
@@ -92,7 +93,7 @@ def prefill_capacity(p: Plan, prompt: int, budget_s: float) -> RoleCapacity:
         one.ttft_p50 <= budget_s,
         ceiling,
     )
-    return RoleCapacity(p, rate, at.ttft_p95 if at else math.inf, 0.0, ceiling)
+    return RoleCapacity(p, rate, at.ttft_p95 if at else math.inf, 0.0, ceiling, one.ttft_p50)
 
 
 @lru_cache(maxsize=256)
@@ -112,7 +113,12 @@ def decode_capacity(p: Plan, prompt: int, output: int, tpot_slo_s: float) -> Rol
         ceiling,
     )
     return RoleCapacity(
-        p, rate, at.ttft_p95 if at else math.inf, at.tpot_p50 if at else math.inf, ceiling
+        p,
+        rate,
+        at.ttft_p95 if at else math.inf,
+        at.tpot_p50 if at else math.inf,
+        ceiling,
+        one.ttft_p50,
     )
 
 
@@ -169,6 +175,7 @@ def _role(name: str, c: RoleCapacity, budget_s: float, req: PlanRequest) -> Role
         c.ttft_p95_s * 1e3 if math.isfinite(c.ttft_p95_s) else math.inf,
         c.tpot_p50_s * 1e3 if math.isfinite(c.tpot_p50_s) else 0.0,
         c.saturation,
+        max(0.0, budget_s - c.lone_ttft_s) * 1e3,
     )
 
 
@@ -241,10 +248,40 @@ def best_pair(req: PlanRequest, link: KvLink, planner: Callable[[PlanRequest], P
     if best is None:
         why = reasons[-1] if reasons else "no layout starts"
         return PairSearch(None, why)
-    chosen = best[2]
+    chosen = replace(best[2], band=ratio_band(req, best[2]))
     if req.target_requests_per_second is not None:
         chosen = replace(chosen, fleet=role_fleet(req, chosen, req.target_requests_per_second))
     return PairSearch(chosen, "")
+
+
+# The request mix the autoscaler keeps the ratio for: prompts half and twice as long as
+# planned (prefill work per request scales with the prompt, decode work barely).
+BAND_PROMPT_FACTORS = (0.5, 2.0)
+
+
+def ratio_band(req: PlanRequest, d: Disaggregated) -> tuple[float, float]:
+    """Prefill replicas per decode replica, on the pair's layouts, at prompts half and
+    twice the planned length (each clamped to what the decode role's context holds): the
+    band inside which the autoscaler keeps the two pools, so that neither starves the other
+    while the mix moves that far. A length no role serves leaves that side at the planned
+    ratio."""
+    ratios = [d.prefill_per_decode]
+    p_plan, d_plan = d.prefill.plan, d.decode.plan
+    tpot_s = req.tpot_slo_ms / 1e3
+    for factor in BAND_PROMPT_FACTORS:
+        prompt = max(1, round(req.input_tokens * factor))
+        prompt = min(prompt, d_plan.max_model_len - req.output_tokens)
+        transfer = transfer_seconds(prompt, p_plan.kv_bytes_per_token, d_plan.kv_bytes_per_token,
+                                    d.link)  # fmt: skip
+        budget = req.ttft_slo_ms / 1e3 - transfer - DECODE_LANDING_STEPS * tpot_s
+        if budget <= 0 or prompt < 1:
+            continue
+        p = prefill_capacity(p_plan, prefill_tokens(prompt, req.prefix_cache_hit_rate),
+                             round(budget, 6))  # fmt: skip
+        dc = decode_capacity(d_plan, prompt, req.output_tokens, tpot_s)
+        if p.goodput > 0 and dc.goodput > 0:
+            ratios.append(dc.goodput / p.goodput)
+    return min(ratios), max(ratios)
 
 
 def role_fleet(req: PlanRequest, d: Disaggregated, target: float) -> RoleFleet:

@@ -26,6 +26,9 @@ class Role:
     ttft_p95_ms: float  # at its goodput (prefill: queue + prefill; decode: landing + step)
     tpot_ms: float  # median at its goodput (decode only)
     saturation_requests_per_second: float
+    # The queue wait the role's TTFT share leaves above a lone request's TTFT: the part of
+    # it more replicas shorten (the autoscaler's prefill signal).
+    queue_wait_budget_ms: float = 0.0
 
     @property
     def gpus(self) -> int:
@@ -55,6 +58,7 @@ class Role:
             "ttftP95Ms": round(self.ttft_p95_ms, 1),
             "tpotMs": round(self.tpot_ms, 2),
             "saturationRequestsPerSecond": round(self.saturation_requests_per_second, 3),
+            "queueWaitBudgetMs": round(self.queue_wait_budget_ms, 1),
         }
 
 
@@ -89,6 +93,9 @@ class Disaggregated:
     cost_per_million_good_requests: float  # the roles in the ratio their goodputs set
     ttft_p95_ms: float  # prefill + transfer + decode landing, each at its goodput
     fleet: RoleFleet | None = None  # at the request's target rate
+    # Prefill replicas per decode replica the autoscaler keeps the pools inside (sizing.py
+    # ratio_band); (0, 0): not computed.
+    band: tuple[float, float] = (0.0, 0.0)
 
     @property
     def prefill_per_decode(self) -> float:
@@ -105,6 +112,7 @@ class Disaggregated:
             "prefill": self.prefill.as_dict(),
             "decode": self.decode.as_dict(),
             "prefillPerDecode": round(self.prefill_per_decode, 3),
+            "prefillPerDecodeBand": [round(b, 3) for b in self.band],
             "kvLink": {
                 "kind": self.link.kind,
                 "gbitPerSecondPerGpu": round(self.link.gbps * 8, 1),
