@@ -64,6 +64,9 @@ class SignalsQuery:
     quantile: float
     """TTFT quantile (spec.slo.quantile, 0.95 = p95)."""
     window_seconds: float = DEFAULT_WINDOW_SECONDS
+    role: str | None = None
+    """Disaggregated serving: one pool's series only (`role` from the PodMonitor's
+    relabeling, render/monitoring.py); None: every engine pod of the LLMService."""
 
     @property
     def names(self) -> MetricNames:
@@ -378,7 +381,9 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
     is not an error: it comes back as None fields and reporting_replicas 0.
     """
     names = query.names
-    sel = selector(query.namespace, query.llmservice)
+    sel = selector(
+        query.namespace, query.llmservice, **({"role": query.role} if query.role else {})
+    )
     w = query.window_seconds
     families = [names.ttft, names.queue_time, *(f for f, _ in tpot_families(names))]
     texts = {
@@ -390,7 +395,8 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         "running": per_replica_query([names.running], sel),
         "waiting": per_replica_query([names.waiting], sel),
         "kv": per_replica_query(names.kv_usage, sel),
-        "picker_queued": picker_queue_query(sel),
+        # The picker's series carry no role: its queue is the whole LLMService's.
+        "picker_queued": picker_queue_query(selector(query.namespace, query.llmservice)),
         "wait_q": queue_wait_quantile_query(names, sel, query.quantile, w),
         "dispersion": arrival_dispersion_query(names, sel),
     }
