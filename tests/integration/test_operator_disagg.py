@@ -1,5 +1,9 @@
 """Disaggregated serving against the real operator (kopf in-process) and the kmock apiserver.
 
+Scaled: the decode pool follows the autoscaler's regular decision on the decode pods' series,
+the prefill pool its own queue-wait signal inside the plan's ratio band, each Deployment
+with its own replicas.
+
 On: the planner's choice (serving.mode auto) runs a decode and a prefill Deployment, llm-d's
 routing sidecar identity and the picker's disaggregation profile, all owned by the
 LLMService; status.plan.serving says which kind won and gives both roles. Off again
@@ -11,11 +15,14 @@ with the field, the value and the fix, and nothing is created.
 from __future__ import annotations
 
 import copy
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.support.autoscaler_stubs import URL, StubPolicy
 from tests.support.cluster_objects import (
     DEPLOYMENTS,
     LLMS_PATH,
@@ -27,6 +34,8 @@ from tests.support.cluster_objects import (
     patch,
 )
 from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
+from tokenfleet.autoscale.signals import Attainment, Boundary, Observation, SignalsQuery
+from tokenfleet.autoscale.types import Signals
 from tokenfleet.testing.kmock_cluster import HTTPROUTES, INFERENCEPOOLS, PODMONITORS, Cluster
 
 NAME = "llama-3-1-70b-pd"
@@ -51,7 +60,8 @@ async def test_disaggregated_on_then_off(cluster: Cluster, start_operator: Start
     await create(cluster, pd_example())
     await eventually(lambda: set(ROLES) <= deployments(cluster), what="both role workloads")
     assert NAME not in deployments(cluster)  # no aggregated workload beside them
-    await eventually(lambda: cluster.get(BINDINGS, NAMESPACE, SIDECAR), what="the routing")
+    # The InferencePool comes last of the routing objects (render/routing).
+    await eventually(lambda: cluster.get(INFERENCEPOOLS, NAMESPACE, NAME), what="the routing")
     uid = llms(cluster, NAME)["metadata"]["uid"]
     for key, name in [(DEPLOYMENTS, r) for r in ROLES] + [(ACCOUNTS, SIDECAR), (BINDINGS, SIDECAR)]:
         obj = cluster.get(key, NAMESPACE, name)
@@ -150,3 +160,72 @@ async def test_refused_with_the_field_and_nothing_created(
     assert " --" not in degraded["message"]  # spec fields, not CLI flags
     assert owned(cluster) == []  # nothing half-created
     assert cluster.items(ACCOUNTS) == [] and cluster.items(BINDINGS) == []
+
+
+@dataclass
+class RoleSource:
+    """Signals per pool: the prefill pods' request rate and queue wait as the test sets them."""
+
+    prefill_rate: float = 6.0
+    prefill_wait: float = 0.0
+    queries: list[SignalsQuery] = field(default_factory=list)
+
+    async def signals(self, query: SignalsQuery, url: str, at: float) -> Observation:
+        self.queries.append(query)
+        nothing = Attainment(None, Boundary(None, None, "nodata"), None)
+        if query.role == "prefill":
+            sig = Signals(at=at, reporting_replicas=1, request_rate=self.prefill_rate,
+                          queue_wait_quantile_seconds=self.prefill_wait)  # fmt: skip
+        else:
+            sig = Signals(at=at, reporting_replicas=1, request_rate=self.prefill_rate)
+        return Observation(sig, nothing, nothing)
+
+    async def pod_load(self, query: SignalsQuery, url: str, at: float) -> dict[str, float]:
+        return {}
+
+
+async def test_role_pools_scaled_independently(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """The decode pool follows the regular decision (a stub at 2 here), the prefill pool its
+    own signal inside the plan's band; the two Deployments carry each."""
+    for api in (INFERENCEPOOLS, HTTPROUTES, PODMONITORS):
+        cluster.install(api)
+    source, policy = RoleSource(), StubPolicy(target=2)
+    await start_operator(autoscaler={"source": source, "decide": policy, "url": URL})
+    body = pd_example()
+    body["spec"]["autoscaling"] = {"enabled": True, "intervalSeconds": 5, "minReplicas": 1,
+                                   "maxReplicas": 4}  # fmt: skip
+    await create(cluster, body)
+    serving = await eventually(
+        lambda: llms(cluster, NAME).get("status", {}).get("plan", {}).get("serving"),
+        what="status.plan.serving",
+    )
+    prefill = next(r for r in serving["roles"] if r["role"] == "prefill")
+    low, high = serving["prefillPerDecodeBand"]
+    need = math.ceil(source.prefill_rate / prefill["goodputRequestsPerSecond"] - 1e-9)
+    expected = min(max(need, math.ceil(low * 2 - 1e-9)), math.ceil(high * 2 - 1e-9))
+
+    def replicas(role: str) -> int | None:
+        d = cluster.get(DEPLOYMENTS, NAMESPACE, f"{NAME}-{role}")
+        return None if d is None else int(d["spec"]["replicas"])
+
+    await eventually(
+        lambda: replicas("decode") == 2 and replicas("prefill") == expected,
+        what=f"decode at 2, prefill at {expected}",
+    )
+    assert llms(cluster, NAME)["spec"]["serving"]["prefillReplicas"] == expected
+    assert {q.role for q in source.queries} == {"decode", "prefill"}
+    auto = await eventually(
+        lambda: (a := llms(cluster, NAME)["status"].get("autoscaling")) and a.get("roles") and a,
+        what="status.autoscaling.roles",
+    )
+    by_role = {r["role"]: r for r in auto["roles"]}
+    assert by_role["decode"]["replicas"] == 2 and by_role["prefill"]["replicas"] == expected
+
+    # The prefill queue waits past its budget: the prefill pool grows, decode does not move
+    # (unless the band's low end already holds the prefill pool higher).
+    source.prefill_wait = 10.0
+    grown = min(expected + 1, math.ceil(high * 2 - 1e-9))
+    await eventually(lambda: replicas("prefill") == grown, what=f"prefill at {grown}")
+    assert replicas("decode") == 2

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from tokenfleet.api.base import StatusModel
-from tokenfleet.api.serving_status import ServingPlanStatus
+from tokenfleet.api.serving_status import RoleAutoscalingStatus, ServingPlanStatus
 
 Phase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
 ConditionType = Literal[
@@ -179,6 +179,8 @@ class AutoscalingStatus(StatusModel):
     """The last cold start observed (a replica ordered with none ready, to the first one
     ready): what a first request waits at the endpoint picker after a scale from zero."""
     attainability: AttainabilityStatus | None = None
+    roles: list[RoleAutoscalingStatus] = Field(default_factory=list)
+    """Disaggregated serving: each pool's replicas, capacity and signal."""
 
 
 class AdapterStatus(StatusModel):

@@ -68,6 +68,7 @@ from tokenfleet.controller.attainability import (
 from tokenfleet.controller.events import PostEvent
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
+from tokenfleet.controller.prefill_pool import scale_prefill, serving_plan
 from tokenfleet.controller.prefix_feed import PrefixFeed, fed_hit_rate
 from tokenfleet.controller.prometheus_source import (
     Allowlist,
@@ -235,6 +236,7 @@ def compose_autoscaler_status(
     scaled: bool,
     ceiling: Ceiling | None = None,
     mix_capacity: float | None = None,
+    roles: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """The whole new status composed onto the CURRENT object: the autoscaler's condition and
     keys replaced, the reconciler's kept. None (write nothing) once the object is being
@@ -252,6 +254,8 @@ def compose_autoscaler_status(
         record["attainability"] = attainability
     if mix_capacity is not None and "capacity" in record:
         record["capacity"]["predictedAtMix"] = round(mix_capacity, 4)
+    if roles:
+        record["roles"] = roles
     produced: dict[str, Any] = {
         "autoscaling": record,
         "conditions": st.merge_conditions(
@@ -490,6 +494,8 @@ class Autoscalers:
             tpot_slo_seconds=spec.slo.tpot_ms / 1000.0,
             quantile=spec.slo.quantile,
             window_seconds=self.options.window_seconds,
+            # Disaggregated: this decision is the decode pool's, on the decode pods' series.
+            role="decode" if serving_plan(body) is not None else None,
         )
         target = self._allowlist.target(
             spec.autoscaling.prometheus.url, self.options.prometheus_url
@@ -546,6 +552,10 @@ class Autoscalers:
                 return None
             scaled = True
         self._histories[key] = decision.history
+        roles = await scale_prefill(
+            self.kube, self._source, body, query, url, now, deadline, decision.desired,
+            decision.reason,
+        )  # fmt: skip
         written = await write_status(
             self.kube,
             namespace,
@@ -558,6 +568,7 @@ class Autoscalers:
                 scaled=scaled,
                 ceiling=ceiling,
                 mix_capacity=mix,
+                roles=roles,
             ),
         )
         self._events(body, decision, written.old if written else status)
