@@ -117,7 +117,7 @@ def _check_top_level(parser: argparse.ArgumentParser, argv: Sequence[str]) -> No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from tokenfleet.capacity.errors import PlanError
+    from tokenfleet.errors import UserError
 
     parser = build_parser()
     _check_top_level(parser, sys.argv[1:] if argv is None else argv)
@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = int(args._module.run(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe is seen here, not at exit
         return code
-    except PlanError as error:
+    except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as missing:
