@@ -9,6 +9,7 @@ import pytest
 
 from tokenfleet.api import parse_llmservice, to_plan_request
 from tokenfleet.capacity.errors import PlanError
+from tokenfleet.errors import UserError
 
 BASE: dict[str, Any] = {
     "metadata": {"name": "m"},
@@ -103,7 +104,7 @@ def test_config_map_content_from_the_caller() -> None:
 def test_errors_name_the_spec_field(
     spec: dict[str, Any], config: Any, field: str, needle: str
 ) -> None:
-    with pytest.raises(PlanError) as caught:
+    with pytest.raises(UserError) as caught:
         to_plan_request(service(**spec), config)
     assert str(caught.value).startswith(field), str(caught.value)
     assert needle in str(caught.value)

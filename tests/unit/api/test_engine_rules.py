@@ -6,7 +6,7 @@ import pytest
 
 from tokenfleet.api import parse_llmservice
 from tokenfleet.api.engine import OPERATOR_FLAGS, image_has_tag, operator_flag
-from tokenfleet.capacity import PlanError
+from tokenfleet.errors import UserError
 
 BASE = {
     "apiVersion": "tokenfleet.dev/v1alpha1",
@@ -37,7 +37,7 @@ def parse_engine(engine: dict) -> None:
 def test_args_that_override_operator_flags_are_refused_with_the_field(
     args: list[str], fix: str
 ) -> None:
-    with pytest.raises(PlanError) as err:
+    with pytest.raises(UserError) as err:
         parse_engine({"args": args})
     assert "spec.engine.args" in str(err.value) and fix in str(err.value)
 
@@ -68,11 +68,11 @@ def test_images_need_a_tag_or_digest(image: str, tagged: bool) -> None:
     if tagged:
         parse_engine({"image": image, "version": "0.11.0"})
     else:
-        with pytest.raises(PlanError, match=r"spec\.engine\.image.*no tag.*pin a tag"):
+        with pytest.raises(UserError, match=r"spec\.engine\.image.*no tag.*pin a tag"):
             parse_engine({"image": image})
 
 
 def test_duplicate_env_names_are_refused() -> None:
     env = [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}, {"name": "A", "value": "3"}]
-    with pytest.raises(PlanError, match=r"spec\.engine\.env.*duplicate env names \['A'\]"):
+    with pytest.raises(UserError, match=r"spec\.engine\.env.*duplicate env names \['A'\]"):
         parse_engine({"env": env})

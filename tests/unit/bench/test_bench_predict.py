@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from bench_fake_openai import FakeOpenAI, fake_in_thread
 
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.cli import main
 from tokenfleet.commands.bench_predict import procedure_of
+from tokenfleet.errors import UserError
 
 BASE = ["--num-prompts", "3", "--random-input-len", "64", "--random-output-len", "4",
         "--disable-tqdm"]  # fmt: skip
@@ -41,7 +41,7 @@ def test_the_procedure_follows_the_load_flags(
 def test_what_the_plan_does_not_model_is_refused(
     rate: float, burstiness: float, concurrency: int | None
 ) -> None:
-    with pytest.raises(PlanError):
+    with pytest.raises(UserError):
         procedure_of(rate, burstiness, concurrency)
 
 

@@ -29,10 +29,10 @@ from tokenfleet.calibration.moe_kernel_fit import (
 )
 from tokenfleet.capacity import get_gpu, load_model
 from tokenfleet.capacity.comm import comm_for
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.kernels import MOE_KERNELS, kernel_for
 from tokenfleet.capacity.performance import build_step_model
 from tokenfleet.capacity.quantization import weight_format
+from tokenfleet.errors import UserError
 
 CSV = Path(__file__).parents[2] / "data" / "moe-kernels-h100.csv"
 H100 = get_gpu("h100-sxm")
@@ -116,13 +116,13 @@ def test_the_layer_model_is_the_step_models_moe_term() -> None:
 
 def test_an_unknown_weight_format_is_one_clear_error() -> None:
     head = "engine,version,moe_dtype,hidden,inter,topk,experts,tp,tokens,latency_ms\n"
-    with pytest.raises(PlanError, match="moe_dtype"):
+    with pytest.raises(UserError, match="moe_dtype"):
         parse_rows(head + "vllm,0.24.0,nvfp4,7168,2048,8,256,8,64,0.1\n")
-    with pytest.raises(PlanError, match="row 2"):
+    with pytest.raises(UserError, match="row 2"):
         parse_rows(head + "vllm,0.24.0,bfloat16,7168,x,8,256,8,64,0.1\n")
-    with pytest.raises(PlanError, match="latency_ms > 0"):
+    with pytest.raises(UserError, match="latency_ms > 0"):
         parse_rows(head + "vllm,0.24.0,bfloat16,7168,2048,8,256,8,64,0\n")
-    with pytest.raises(PlanError, match="topk <= experts"):
+    with pytest.raises(UserError, match="topk <= experts"):
         parse_rows(head + "vllm,0.24.0,bfloat16,7168,2048,8,4,8,64,0.1\n")
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from tokenfleet.calibration.silicon import Refused, Scored, errors, parse, resolve
 from tokenfleet.calibration.silicon_bench import predict_row
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.cli import main
+from tokenfleet.errors import UserError
 
 HEADER = (
     "id,backend,backend_version,model_path,system,precision,gemm_quant_mode,moe_quant_mode,isl,"
@@ -49,13 +49,13 @@ def test_parse_reads_rows_and_numbers() -> None:
     ],
 )
 def test_a_bad_value_names_its_line_and_column(bad: str, field: str) -> None:
-    with pytest.raises(PlanError) as e:
+    with pytest.raises(UserError) as e:
         parse(_csv(bad))
     assert e.value.field == field
 
 
 def test_a_file_without_the_columns_is_refused() -> None:
-    with pytest.raises(PlanError, match="header lacks"):
+    with pytest.raises(UserError, match="header lacks"):
         parse("a,b\n1,2\n")
 
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from tokenfleet.capacity import PlanError
 from tokenfleet.capacity.gpus import GPUS
 from tokenfleet.capacity.overlay import apply_overlay, parse_overlay
 from tokenfleet.cli import main
+from tokenfleet.errors import UserError
 
 
 def test_overlay_changes_only_the_named_fields() -> None:
@@ -33,7 +33,7 @@ def test_overlay_changes_only_the_named_fields() -> None:
     ],
 )
 def test_bad_overlay_names_the_field(data: Any, needle: str) -> None:
-    with pytest.raises(PlanError) as caught:
+    with pytest.raises(UserError) as caught:
         parse_overlay(data)
     assert needle in str(caught.value)
 

@@ -10,6 +10,7 @@ from tokenfleet.capacity import (
     load_model,
     plan,
 )
+from tokenfleet.errors import UserError
 
 LLAMA_8B = load_model("meta-llama/Llama-3.1-8B")
 
@@ -64,7 +65,7 @@ def test_plan_rejects(make, field, fragment):
 
 
 def test_unknown_model_lists_closest_catalog_ids():
-    with pytest.raises(PlanError) as err:
+    with pytest.raises(UserError) as err:
         load_model("meta-llama/Llama-3.1-8B-Instruct-typo")
     assert err.value.field == "model"
     assert "meta-llama/Llama-3.1-8B" in str(err.value)
@@ -79,7 +80,7 @@ def test_unknown_gpu_suggests_ids():
 def test_config_missing_a_field_names_it():
     config = {"hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 32000,
               "intermediate_size": 11008, "max_position_embeddings": 4096}  # fmt: skip
-    with pytest.raises(PlanError) as err:
+    with pytest.raises(UserError) as err:
         architecture_from_config(config, "my-model")
     assert "num_attention_heads" in str(err.value)
 
@@ -88,7 +89,7 @@ def test_config_with_a_bad_value_names_it():
     config = {"hidden_size": 4096, "num_hidden_layers": -1, "num_attention_heads": 32,
               "vocab_size": 32000, "intermediate_size": 11008,
               "max_position_embeddings": 4096}  # fmt: skip
-    with pytest.raises(PlanError, match=r"num_hidden_layers.*integer from 1 to 1024"):
+    with pytest.raises(UserError, match=r"num_hidden_layers.*integer from 1 to 1024"):
         architecture_from_config(config, "my-model")
 
 
@@ -116,23 +117,23 @@ GOOD = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
     ],
 )
 def test_config_values_out_of_bounds_are_refused_by_name(key, value, message):
-    with pytest.raises(PlanError, match=message) as err:
+    with pytest.raises(UserError, match=message) as err:
         architecture_from_config({**GOOD, key: value}, "my-model")
     assert f"'{key}'" in str(err.value)
 
 
 def test_config_with_more_active_experts_than_experts_is_refused():
     config = {**GOOD, "num_local_experts": 8, "num_experts_per_tok": 9}
-    with pytest.raises(PlanError, match=r"num_experts_per_tok.*more than the 8 experts"):
+    with pytest.raises(UserError, match=r"num_experts_per_tok.*more than the 8 experts"):
         architecture_from_config(config, "my-model")
 
 
 def test_config_path_errors(tmp_path):
-    with pytest.raises(PlanError, match="no such config file"):
+    with pytest.raises(UserError, match="no such config file"):
         load_model(str(tmp_path / "missing.json"))
     bad = tmp_path / "config.json"
     bad.write_text("{not json")
-    with pytest.raises(PlanError, match="not valid JSON"):
+    with pytest.raises(UserError, match="not valid JSON"):
         load_model(str(bad))
 
 

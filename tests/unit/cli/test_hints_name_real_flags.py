@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from tokenfleet.capacity import PlanError
 from tokenfleet.cli import build_parser, main
+from tokenfleet.errors import UserError
 
 PARSER = build_parser()
 COMMANDS = PARSER._subparsers._group_actions[0].choices  # type: ignore[union-attr]
@@ -48,7 +48,7 @@ def test_hint_flags_exist(command, argv, capsys):
         # The simulator's sizing step, so a case that wrongly passes fails instead of serving.
         from tokenfleet.sim.setup import settings_from_args
 
-        with pytest.raises(PlanError) as error:
+        with pytest.raises(UserError) as error:
             settings_from_args(PARSER.parse_args([command, *argv]))
         message = str(error.value)
     else:

@@ -8,7 +8,7 @@ import pytest
 from tokenfleet.api.gpu import GpuSpec
 from tokenfleet.api.planrequest import CLI_FLAG_FIELDS, check_cli_bounds
 from tokenfleet.api.workload import WorkloadSpec
-from tokenfleet.capacity import PlanError
+from tokenfleet.errors import UserError
 
 BASE = ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "l4"]
 
@@ -47,7 +47,7 @@ def test_bounds_come_from_the_api_models():
     numbers."""
     top = _bound(GpuSpec, "tensor_parallel_size", "le")
     check_cli_bounds({"tp": top})
-    with pytest.raises(PlanError, match=f"must be <= {top}"):
+    with pytest.raises(UserError, match=f"must be <= {top}"):
         check_cli_bounds({"tp": top + 1})
     for model, name in CLI_FLAG_FIELDS.values():
         assert model.model_fields[name].metadata, (model.__name__, name)  # has bounds

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tokenfleet.capacity import Plan, PlanError, PlanRequest, get_gpu, load_model, plan
+from tokenfleet.capacity import Plan, PlanRequest, get_gpu, load_model, plan
 from tokenfleet.engines import (
     ENGINES,
     Launch,
@@ -23,6 +23,7 @@ from tokenfleet.engines import (
     worker_serves_health,
 )
 from tokenfleet.engines.common import fmt_fraction
+from tokenfleet.errors import UserError
 
 LEADER = NodeRole(2, 0, "$(LWS_LEADER_ADDRESS)")
 WORKER = NodeRole(2, "$(LWS_WORKER_INDEX)", "$(LWS_LEADER_ADDRESS)")
@@ -259,7 +260,7 @@ def test_vllm_lists_old_and_new_itl_names() -> None:
 
 
 def test_unknown_engine_names_the_field() -> None:
-    with pytest.raises(PlanError, match=r"^engine=tgi: unknown engine; use vllm or sglang"):
+    with pytest.raises(UserError, match=r"^engine=tgi: unknown engine; use vllm or sglang"):
         engine_info("tgi")
 
 

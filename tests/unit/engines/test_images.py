@@ -6,7 +6,7 @@ import pytest
 
 from tokenfleet import render
 from tokenfleet.api import parse_llmservice, to_plan_request
-from tokenfleet.capacity import PlanError, plan
+from tokenfleet.capacity import plan
 from tokenfleet.capacity.gpus import GPUS
 from tokenfleet.engines.images import (
     DEFAULT_IMAGES,
@@ -16,6 +16,7 @@ from tokenfleet.engines.images import (
     parse_override,
     with_overrides,
 )
+from tokenfleet.errors import UserError
 
 
 @pytest.mark.parametrize(
@@ -61,7 +62,7 @@ def test_every_catalog_gpu_has_a_vendor() -> None:
 def test_old_version_on_amd_is_refused_with_the_fix(
     engine: str, version: str, field: str, needle: str
 ) -> None:
-    with pytest.raises(PlanError) as caught:
+    with pytest.raises(UserError) as caught:
         engine_image(engine, version, "amd")
     message = str(caught.value)
     assert field in message and needle in message
@@ -70,9 +71,9 @@ def test_old_version_on_amd_is_refused_with_the_fix(
 
 
 def test_unknown_vendor_and_resource_are_refused() -> None:
-    with pytest.raises(PlanError, match="no default"):
+    with pytest.raises(UserError, match="no default"):
         engine_image("vllm", "0.32.0", "intel")
-    with pytest.raises(PlanError, match=r"gpu\.resourceName"):
+    with pytest.raises(UserError, match=r"gpu\.resourceName"):
         gpu_vendor("gpu.intel.com/i915")
 
 
@@ -100,7 +101,7 @@ def test_override(text: str, key: tuple[str, str], image: str) -> None:
     ],
 )
 def test_bad_override(text: str, problem: str) -> None:
-    with pytest.raises(PlanError, match="--engine-image") as caught:
+    with pytest.raises(UserError, match="--engine-image") as caught:
         parse_override(text)
     assert problem in str(caught.value)
 
@@ -140,7 +141,7 @@ def test_render_picks_the_vendor_build(engine: dict[str, object], gpu: str, imag
 
 
 def test_render_never_gives_an_amd_gpu_a_cuda_image() -> None:
-    with pytest.raises(PlanError, match=r"spec\.engine\.version"):
+    with pytest.raises(UserError, match=r"spec\.engine\.version"):
         _image(_service({"version": "0.10.1"}))
 
 

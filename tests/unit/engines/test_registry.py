@@ -10,8 +10,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokenfleet.autoscale.fleetsim import observed as fleetsim_metrics
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.engines import ENGINES, PROGRAMS, REGISTRY, engine, engine_info
+from tokenfleet.errors import UserError
 from tokenfleet.scheduling.core import ScheduledStep, SimRequest, StepOutcome
 from tokenfleet.sim.exporter import SglangMetrics, VllmMetrics
 
@@ -56,7 +56,7 @@ def test_registry_holds_every_engine_and_the_old_tables_derive_from_it() -> None
 
 
 def test_unknown_engine_is_one_error_naming_the_field() -> None:
-    with pytest.raises(PlanError) as raised:
+    with pytest.raises(UserError) as raised:
         engine("tgi")
     assert "engine" in str(raised.value) and "tgi" in str(raised.value)
 

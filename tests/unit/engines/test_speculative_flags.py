@@ -16,6 +16,7 @@ from tokenfleet.engines.speculative import (
     speculative_args,
     speculative_request,
 )
+from tokenfleet.errors import UserError
 
 LLAMA_8B = load_model("meta-llama/Llama-3.1-8B")
 
@@ -149,6 +150,6 @@ def test_an_eagle_head_outside_the_catalog_is_shaped_after_the_target() -> None:
         "vllm", None, "draft_model", 3, LLAMA_8B, draft_ref="meta-llama/Llama-3.2-1B-Instruct"
     )
     assert draft.draft is not None and draft.draft.layers == 16
-    with pytest.raises(PlanError) as info:
+    with pytest.raises(UserError) as info:
         speculative_request("vllm", None, "draft_model", 3, LLAMA_8B, draft_ref="org/unknown")
     assert info.value.field == "draft-model"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.commands.render import render_documents
+from tokenfleet.errors import UserError
 
 
 def _body(storage: dict[str, Any] | None, **spec: Any) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def test_the_users_affinity_keeps_its_terms_and_gains_ours() -> None:
 
 
 def test_read_write_once_pod_with_more_than_one_replica_is_refused() -> None:
-    with pytest.raises(PlanError) as caught:
+    with pytest.raises(UserError) as caught:
         _pod_spec(_body({"size": "50Gi", "accessMode": "ReadWriteOncePod"}, **AUTOSCALED))
     assert caught.value.field.endswith("spec.storage.accessMode") or "accessMode" in str(
         caught.value

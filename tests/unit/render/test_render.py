@@ -13,9 +13,9 @@ import pytest
 
 from tests.support.render_cases import CASES, render_case
 from tokenfleet import render
-from tokenfleet.capacity import PlanError
 from tokenfleet.commands.render import Rendered
 from tokenfleet.engines import ENGINES, worker_serves_health
+from tokenfleet.errors import UserError
 from tokenfleet.render import routing, timing
 
 # Disaggregated cases render a workload per role: test_render_roles.py asserts them.
@@ -224,7 +224,7 @@ def test_no_monitoring_drops_only_the_pod_monitor() -> None:
 
 @pytest.mark.parametrize("name", MULTI_NODE)
 def test_multi_node_without_lws_is_refused_with_the_install_hint(name: str) -> None:
-    with pytest.raises(PlanError, match=r"spec\.gpu=.*LeaderWorkerSet.*kubectl apply"):
+    with pytest.raises(UserError, match=r"spec\.gpu=.*LeaderWorkerSet.*kubectl apply"):
         render_case(name, lws_available=False)
 
 

@@ -16,9 +16,9 @@ import yaml
 
 from tests.support.render_cases import render_case
 from tokenfleet import render
-from tokenfleet.capacity import PlanError
 from tokenfleet.engines import engine_info
 from tokenfleet.engines.images import PICKER_VERSION, with_overrides
+from tokenfleet.errors import UserError
 from tokenfleet.render import routing
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -257,7 +257,7 @@ def test_picker_image_comes_from_the_table_and_can_be_overridden() -> None:
     ],
 )
 def test_bad_picker_overrides_are_refused(text: str, problem: str) -> None:
-    with pytest.raises(PlanError, match=problem):
+    with pytest.raises(UserError, match=problem):
         with_overrides([text])
 
 
@@ -269,5 +269,5 @@ def test_a_name_too_long_for_the_pickers_service_is_refused_with_the_limit() -> 
         if ok:
             assert render.all(service, r.plan)
         else:
-            with pytest.raises(PlanError, match=f"metadata.name.*at most {routing.MAX_NAME}"):
+            with pytest.raises(UserError, match=f"metadata.name.*at most {routing.MAX_NAME}"):
                 render.all(service, r.plan)

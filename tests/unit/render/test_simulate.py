@@ -13,9 +13,9 @@ import yaml
 from tests.support.render_cases import render_case
 from tokenfleet.api import parse_llmservice
 from tokenfleet.api.engine import simulator_image
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.cli import build_parser
 from tokenfleet.commands.render import render_documents
+from tokenfleet.errors import UserError
 
 CASE = "sim-8b-l4-kind"
 
@@ -115,7 +115,7 @@ def _service(**spec: Any) -> dict[str, Any]:
 def test_what_the_simulator_cannot_stand_in_for_is_refused(
     spec: dict[str, Any], fragment: str
 ) -> None:
-    with pytest.raises(PlanError) as error:
+    with pytest.raises(UserError) as error:
         render_documents([_service(**spec)], "in.yaml")
     assert "spec.engine.simulate" in str(error.value) and fragment in str(error.value)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.support.sim_args import sim_args
-from tokenfleet.capacity import PlanError
 from tokenfleet.cli import main
+from tokenfleet.errors import UserError
 from tokenfleet.sim.setup import settings_from_args
 from tokenfleet.sim.tokens import (
     FILLER_WORDS,
@@ -93,7 +93,7 @@ def test_sglang_uses_a_token_pool_and_caps_requests_at_it() -> None:
     ],
 )
 def test_bad_options_name_the_flag(extra: list[str], field: str) -> None:
-    with pytest.raises(PlanError) as error:
+    with pytest.raises(UserError) as error:
         settings_from_args(sim_args(*extra))
     assert error.value.field == field
 

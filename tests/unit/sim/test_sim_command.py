@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.support.sim_args import sim_args
-from tokenfleet.capacity import PlanError
+from tokenfleet.errors import UserError
 from tokenfleet.sim.setup import plan_for, settings_from_args
 
 
@@ -31,7 +31,7 @@ def test_pp_quantization_and_kv_dtype_reach_the_plan() -> None:
     ],
 )
 def test_refused_like_plan(extra: list[str], fragment: str) -> None:
-    with pytest.raises(PlanError, match=fragment.replace(".", r"\.")):
+    with pytest.raises(UserError, match=fragment.replace(".", r"\.")):
         plan_for(sim_args(*extra))
 
 

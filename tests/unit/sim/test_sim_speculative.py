@@ -7,8 +7,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.sim_args import sim_args
-from tokenfleet.capacity import PlanError
 from tokenfleet.capacity.speculative import SpeculativeTimer, expected_tokens
+from tokenfleet.errors import UserError
 from tokenfleet.scheduling.core import Arrival, Scheduler, SimRequest, simulate
 from tokenfleet.sim.exporter import SpecDecodeCounts, metrics_for
 from tokenfleet.sim.setup import settings_from_args
@@ -28,7 +28,7 @@ def test_the_sim_times_steps_with_the_proposers_rounds() -> None:
 
 
 def test_a_rate_without_a_config_is_refused() -> None:
-    with pytest.raises(PlanError) as info:
+    with pytest.raises(UserError) as info:
         settings_from_args(sim_args("--speculative-acceptance-rate", "0.6"))
     assert info.value.field == "--speculative-acceptance-rate"
 

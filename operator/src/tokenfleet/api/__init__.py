@@ -18,9 +18,10 @@ Public names:
 - LLMServiceStatus (.set_condition(type, status, reason, message, observed_generation)),
   Condition, PlanStatus (.from_plan(plan, engine_args)), Prediction, AutoscalingStatus,
   CapacityStatus, Signals.
-- parse_llmservice(body) -> LLMService; raises SpecError (a PlanError: .field, .value,
+- parse_llmservice(body) -> LLMService; raises SpecError (a UserError: .field, .value,
   .problem, .fix; str() is one line).
-- to_plan_request(service, config=None) -> capacity.PlanRequest; raises PlanError.
+- to_plan_request(service, config=None) -> capacity.PlanRequest; raises UserError (PlanError
+  where the planner refuses the request).
 - plan_service(request) -> capacity.Plan: capacity.plan whose errors name spec fields.
 - GROUP, VERSION, API_VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, CATEGORIES.
 - build_crd() -> dict (tokenfleet.api.crd).

@@ -17,13 +17,13 @@ from pydantic import BaseModel, ValidationError
 
 from tokenfleet.api.base import FieldRefused, RuleViolation
 from tokenfleet.api.spec import LLMService
-from tokenfleet.capacity.errors import PlanError
+from tokenfleet.errors import UserError
 
 MAX_SHOWN = 3  # errors spelled out in one message; the rest are counted
 _UNION_TAGS = {"int", "str", "float", "bool", "list", "dict", "none", "lax-or-strict"}
 
 
-class SpecError(PlanError):
+class SpecError(UserError):
     """An LLMService that does not validate. `errors` holds every problem as one line each;
     str() is the first few joined on one line."""
 

@@ -1,7 +1,8 @@
 """LLMService -> capacity PlanRequest: the one place spec fields meet the planner's inputs.
 
 Pure: the caller resolves a configMapRef (reads the ConfigMap) and passes its config.json
-mapping in. Errors are PlanErrors naming the spec field (spec.gpu.tensorParallelSize).
+mapping in. Errors name the spec field (spec.gpu.tensorParallelSize): a UserError for the
+spec itself, a PlanError where the planner refuses it.
 
 The CLI shares two things with it: `check_cli_bounds` holds `tokenfleet plan`'s flags to
 the CRD's own bounds (read from the pydantic models, never retyped), and
@@ -35,6 +36,7 @@ from tokenfleet.capacity.lora import LoraRequest
 from tokenfleet.capacity.speculative import SpeculativeRequest
 from tokenfleet.capacity.types import Plan, PlanRequest
 from tokenfleet.capacity.validate import check_request
+from tokenfleet.errors import UserError
 
 # CLI flag (argparse dest) -> the spec field with the same meaning (model, attribute).
 CLI_FLAG_FIELDS: dict[str, tuple[type[BaseModel], str]] = {
@@ -125,7 +127,7 @@ def check_cli_bounds(values: Mapping[str, Any]) -> None:
             problem = _violated(bound, value)
             if problem:
                 flag = dest.replace("_", "-")
-                raise PlanError(
+                raise UserError(
                     flag,
                     value,
                     f"{problem} (the CRD's bound on {spec_field})",
@@ -180,7 +182,7 @@ def spec_text(text: str) -> str:
     return _FLAG.sub(lambda m: SPEC_FIELDS.get(m.group(1), m.group(0)), text)
 
 
-def spec_error(error: PlanError) -> PlanError:
+def spec_error(error: UserError) -> UserError:
     """The planner words its errors for the CLI (`max-model-len=...; raise --max-model-len`);
     for an LLMService, name the spec fields instead. Unknown names are left as they are."""
     if error.field.startswith("spec.") or error.field not in SPEC_FIELDS:
@@ -190,7 +192,8 @@ def spec_error(error: PlanError) -> PlanError:
     rename = spec_text
     if field == error.field and rename(error.fix) == error.fix:
         return error
-    renamed = PlanError(field, error.value, rename(error.problem), rename(error.fix))
+    kind = PlanError if isinstance(error, PlanError) else UserError
+    renamed = kind(field, error.value, rename(error.problem), rename(error.fix))
     renamed.__cause__ = error
     return renamed
 
@@ -202,7 +205,7 @@ def plan_service(request: PlanRequest) -> Plan:
     try:
         planned = plan(request)
         check_fleet_size(planned, "spec.workload.targetRequestsPerSecond")
-    except PlanError as error:
+    except UserError as error:
         raise spec_error(error) from None
     # Warnings land in status.plan.warnings: word them for the YAML too.
     return dataclasses.replace(planned, warnings=tuple(map(spec_text, planned.warnings)))
@@ -328,7 +331,7 @@ def _architecture(service: LLMService, config: Mapping[str, Any] | None) -> Mode
         return parse_config(config, model.id, source)
     if model.config_map_ref is not None:
         ref = model.config_map_ref
-        raise PlanError(
+        raise UserError(
             "spec.model.configMapRef",
             f"{ref.name}/{ref.key}",
             "the ConfigMap's config.json was not resolved",
@@ -337,7 +340,7 @@ def _architecture(service: LLMService, config: Mapping[str, Any] | None) -> Mode
     # A CR must not make the operator read files from its own disk, so only catalog ids
     # are looked up here (load_model also accepts paths, for the CLI).
     if model.id.endswith(".json") or model.id.startswith(("/", ".", "~")):
-        raise PlanError(
+        raise UserError(
             "spec.model.id",
             model.id,
             "looks like a file path; the operator only knows catalog ids",
@@ -345,8 +348,8 @@ def _architecture(service: LLMService, config: Mapping[str, Any] | None) -> Mode
         )
     try:
         return load_model(model.id, field="spec.model.id")
-    except PlanError as e:
-        raise PlanError(
+    except UserError as e:
+        raise UserError(
             e.field,
             e.value,
             e.problem,
@@ -363,7 +366,7 @@ def _parallelism(service: LLMService) -> tuple[int | None, int | None]:
         return tp, pp
     if tp is not None and pp is not None:
         if tp * pp != count:
-            raise PlanError(
+            raise UserError(
                 "spec.gpu.tensorParallelSize",
                 tp,
                 f"tensorParallelSize {tp} x pipelineParallelSize {pp} != count {count}",
@@ -372,7 +375,7 @@ def _parallelism(service: LLMService) -> tuple[int | None, int | None]:
         return tp, pp
     if tp is not None:
         if count % tp:
-            raise PlanError(
+            raise UserError(
                 "spec.gpu.tensorParallelSize",
                 tp,
                 f"does not divide spec.gpu.count={count}",
@@ -381,7 +384,7 @@ def _parallelism(service: LLMService) -> tuple[int | None, int | None]:
         return tp, count // tp
     if pp is not None:
         if count % pp:
-            raise PlanError(
+            raise UserError(
                 "spec.gpu.pipelineParallelSize",
                 pp,
                 f"does not divide spec.gpu.count={count}",
@@ -393,7 +396,7 @@ def _parallelism(service: LLMService) -> tuple[int | None, int | None]:
     if count <= per_node:
         return count, 1
     if count % per_node:
-        raise PlanError(
+        raise UserError(
             "spec.gpu.count",
             count,
             f"spans nodes but is not a multiple of the {per_node} GPUs per node",

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from statistics import median
 
 from tokenfleet.capacity.comm import comm_for
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import GPU
 from tokenfleet.capacity.kernels import MoeKernel, kernel_for, peak_tflops
 from tokenfleet.capacity.performance import StepModel
+from tokenfleet.errors import UserError
 
 # The file's weight formats -> the step model's expert formats (kernels.format_of).
 FORMATS = {"bfloat16": "bf16", "fp8_block": "fp8", "w4a16_mxfp4": "mxfp4"}
@@ -65,7 +65,7 @@ def parse_rows(text: str) -> list[KernelRow]:
     for n, r in enumerate(csv.DictReader(io.StringIO(body)), start=2):
         dtype = r.get("moe_dtype", "")
         if dtype not in FORMATS:
-            raise PlanError(
+            raise UserError(
                 f"row {n}: moe_dtype", dtype, "not a known expert format", f"use {sorted(FORMATS)}"
             )
         try:
@@ -82,7 +82,7 @@ def parse_rows(text: str) -> list[KernelRow]:
                 latency_s=float(r["latency_ms"]) / 1e3,
             )
         except (KeyError, TypeError, ValueError) as e:
-            raise PlanError(
+            raise UserError(
                 f"row {n}",
                 str(r),
                 f"unreadable ({e})",
@@ -91,7 +91,7 @@ def parse_rows(text: str) -> list[KernelRow]:
             ) from None
         sizes = (row.hidden, row.inter, row.topk, row.experts, row.tp, row.tokens)
         if min(sizes) < 1 or row.topk > row.experts or not row.latency_s > 0:
-            raise PlanError(
+            raise UserError(
                 f"row {n}",
                 str(r),
                 "sizes must be >= 1, topk <= experts and latency_ms > 0",

@@ -20,8 +20,8 @@ from typing import Literal
 
 from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.catalog import load_model
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
+from tokenfleet.errors import UserError
 
 REQUIRED = (
     "backend",
@@ -75,7 +75,7 @@ def _number(raw: str, key: str, line: int, fix: str) -> float:
     try:
         return float(raw)
     except ValueError:
-        raise PlanError(f"line {line}: {key}", raw, "is not a number", fix) from None
+        raise UserError(f"line {line}: {key}", raw, "is not a number", fix) from None
 
 
 def _int(row: dict[str, str], key: str, line: int, default: int | None = None) -> int:
@@ -84,7 +84,7 @@ def _int(row: dict[str, str], key: str, line: int, default: int | None = None) -
         return default
     value = _number(raw, key, line, f"give {key} as an integer")
     if not value.is_integer():
-        raise PlanError(f"line {line}: {key}", raw, "is not an integer", f"give {key} as one")
+        raise UserError(f"line {line}: {key}", raw, "is not an integer", f"give {key} as one")
     return int(value)
 
 
@@ -92,21 +92,21 @@ def _float(row: dict[str, str], key: str, line: int) -> float:
     raw = (row.get(key) or "").strip()
     value = _number(raw, key, line, f"give {key} in milliseconds")
     if not math.isfinite(value) or value <= 0:
-        raise PlanError(f"line {line}: {key}", raw, "must be positive", "drop or fix the row")
+        raise UserError(f"line {line}: {key}", raw, "must be positive", "drop or fix the row")
     return value
 
 
 def parse(text: str) -> list[SiliconRow]:
-    """Rows of a silicon CSV (lines starting with '#' are comments). Raises PlanError naming
+    """Rows of a silicon CSV (lines starting with '#' are comments). Raises UserError naming
     the line and column of the first malformed value."""
     lines = text.splitlines()
     numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.startswith("#")]
     if not numbered:
-        raise PlanError("silicon", "(empty)", "has no header row", "use silicon_sample.csv's")
+        raise UserError("silicon", "(empty)", "has no header row", "use silicon_sample.csv's")
     reader = csv.DictReader([ln for _, ln in numbered])
     missing = [k for k in REQUIRED if k not in (reader.fieldnames or [])]
     if missing:
-        raise PlanError(
+        raise UserError(
             "silicon",
             ",".join(reader.fieldnames or []),
             f"header lacks {', '.join(missing)}",
@@ -161,7 +161,7 @@ def resolve(row: SiliconRow) -> Resolved | str:
         return "isl, osl, batch_size, tp_size and pp_size must be positive"
     try:
         arch = load_model(MODELS.get(row.model, row.model))
-    except PlanError:
+    except UserError:
         return f"model {row.model} is not in the catalog"
     # GPUs per replica: TP x attention-DP for attention, MoE TP x EP for the experts; a row
     # whose MoE group is wider than its TP runs attention data-parallel even when the

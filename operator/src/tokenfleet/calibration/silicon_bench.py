@@ -26,13 +26,13 @@ from tokenfleet.calibration.silicon_harness import DEFAULT, Harness
 from tokenfleet.capacity import load, step_model
 from tokenfleet.capacity.benchmark import Phases, Simulated, closed_loop_phases
 from tokenfleet.capacity.engine_profiles import default_batch_limits
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import get_gpu
 from tokenfleet.capacity.overheads import mixed_burst_rounds, request_overhead_s
 from tokenfleet.capacity.planner import plan
 from tokenfleet.capacity.prefix import prefill_tokens
 from tokenfleet.capacity.sglang_defaults import launch_page_size
 from tokenfleet.capacity.types import Plan, PlanRequest
+from tokenfleet.errors import UserError
 
 # AIConfigurator's benchmark template (generator/config/backend_templates/benchmark/
 # bench_run.sh.j2): `aiperf profile --concurrency C --num-requests C x 20` (x 50 in later
@@ -124,7 +124,7 @@ def predict_row(row: SiliconRow, harness: Harness = DEFAULT) -> Scored | Refused
         return Refused(row, r)
     try:
         p = _plan(row, r)
-    except PlanError as e:
+    except UserError as e:
         return Refused(row, f"plan() refuses it: {e}")
     s = simulate(row, p, request_overhead_s(row.engine, row.isl), harness=harness)
     return Scored(row, p, s.ttft_s * 1e3, s.tpot_s * 1e3)

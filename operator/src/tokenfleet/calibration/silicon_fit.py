@@ -22,8 +22,8 @@ from tokenfleet.calibration.silicon import SiliconRow, resolve
 from tokenfleet.calibration.silicon_bench import _plan, phases
 from tokenfleet.calibration.silicon_harness import DEFAULT, Harness
 from tokenfleet.capacity.benchmark import Phases
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.overheads import ClientOverhead
+from tokenfleet.errors import UserError
 from tokenfleet.scheduling.virtual import mean_of_rounds
 
 Part = Literal["fit", "held-out"]
@@ -59,7 +59,7 @@ def simulated(rows: Sequence[SiliconRow], harness: Harness = DEFAULT) -> list[Fi
             continue
         try:
             p = _plan(row, r)
-        except PlanError:
+        except UserError:
             continue
         run = phases(row, p, 0.0, harness)
         if isinstance(run, Phases):

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenfleet.capacity.errors import PlanError
+from tokenfleet.errors import UserError
 
 # Families whose config class defaults tie_word_embeddings to True when the key is absent.
 _TIED_BY_DEFAULT = ("gemma",)
@@ -137,7 +137,7 @@ class ModelArch:
 
 def _get(cfg: Mapping[str, Any], key: str, source: str) -> Any:
     if key not in cfg or cfg[key] is None:
-        raise PlanError(
+        raise UserError(
             f"{source}: config key '{key}'",
             "missing",
             "the capacity model needs it to size the model",
@@ -186,13 +186,13 @@ BOUNDS: dict[str, int] = {
 
 
 def _bounded(value: Any, key: str, source: str, minimum: int) -> int:
-    """An integer config value within [minimum, BOUNDS[key]], else a PlanError naming it."""
+    """An integer config value within [minimum, BOUNDS[key]], else a UserError naming it."""
     maximum = BOUNDS.get(key, 2**31)
     # JSON has no int/float split for whole numbers written as 32.0; accept those.
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
-        raise PlanError(
+        raise UserError(
             f"{source}: config key '{key}'",
             value,
             f"must be an integer from {minimum} to {maximum}",
@@ -270,7 +270,7 @@ def parse_config(config: Mapping[str, Any], name: str, source: str | None = None
     heads = _positive_int(cfg, "num_attention_heads", src)
     kv_heads = _optional_int(cfg, "num_key_value_heads", src) or heads
     if kv_heads > heads:
-        raise PlanError(
+        raise UserError(
             f"{src}: config key 'num_key_value_heads'",
             kv_heads,
             f"is more than num_attention_heads ({heads})",
@@ -311,7 +311,7 @@ def parse_config(config: Mapping[str, Any], name: str, source: str | None = None
         if top_k <= 0:
             _get(cfg, "num_experts_per_tok", src)
         if top_k > experts:
-            raise PlanError(
+            raise UserError(
                 f"{src}: config key 'num_experts_per_tok'",
                 top_k,
                 f"is more than the {experts} experts",
@@ -333,7 +333,7 @@ def parse_config(config: Mapping[str, Any], name: str, source: str | None = None
     )
     quant = outer.get("quantization_config") or cfg.get("quantization_config") or {}
     if not isinstance(quant, Mapping):
-        raise PlanError(
+        raise UserError(
             f"{src}: config key 'quantization_config'",
             type(quant).__name__,
             "must be an object",

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from tokenfleet.capacity.architecture import ModelArch, parse_config
-from tokenfleet.capacity.errors import PlanError
+from tokenfleet.errors import UserError
 
 
 @cache
@@ -89,28 +89,28 @@ def load_model(model: str, field: str = "model") -> ModelArch:
         try:
             config = json.loads(file.read_text())
         except FileNotFoundError:
-            raise PlanError(
+            raise UserError(
                 field, model, "no such config file", "pass an existing config.json path"
             ) from None
         except json.JSONDecodeError as e:
-            raise PlanError(
+            raise UserError(
                 field, model, f"not valid JSON ({e.msg} at line {e.lineno})", "fix the file"
             ) from None
         except UnicodeDecodeError:
-            raise PlanError(
+            raise UserError(
                 field, model, "not UTF-8 text (a binary file?)", "pass a model's config.json"
             ) from None
         except OSError as e:
-            raise PlanError(
+            raise UserError(
                 field, model, e.strerror or "cannot read", "pass a readable config.json"
             ) from None
         if not isinstance(config, dict):
-            raise PlanError(field, model, "config.json is not a JSON object", "fix the file")
+            raise UserError(field, model, "config.json is not a JSON object", "fix the file")
         return parse_config(config, str(config.get("_name_or_path") or file.parent.name), model)
     found = _lookup_id(model)
     if found is None:
         close = difflib.get_close_matches(model, catalog_ids(), n=3, cutoff=0.0)
-        raise PlanError(
+        raise UserError(
             field,
             model,
             "not in the built-in catalog and not a config.json path",

@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import GPU, GPUS
+from tokenfleet.errors import UserError
 
 # camelCase overlay key -> (GPU field, type).
 FIELDS: dict[str, tuple[str, type]] = {
@@ -56,22 +56,22 @@ def _value(where: str, key: str, value: Any) -> Any:
     kind = FIELDS[key][1]
     if kind is str:
         if not isinstance(value, str) or not value:
-            raise PlanError(where, value, "must be a non-empty string", f"quote the {key}")
+            raise UserError(where, value, "must be a non-empty string", f"quote the {key}")
         return value
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise PlanError(where, value, "must be a number", f"e.g. {key}: 2")
+        raise UserError(where, value, "must be a number", f"e.g. {key}: 2")
     if value < 0 or (value == 0 and key != "pricePerHour"):
-        raise PlanError(where, value, "must be positive", f"give the real {key}")
+        raise UserError(where, value, "must be positive", f"give the real {key}")
     return kind(value)
 
 
 def _changes(gpu_id: str, fields: Any) -> dict[str, Any]:
     if not isinstance(fields, Mapping):
-        raise PlanError(f"gpus.{gpu_id}", fields, "expected a mapping", "e.g. {pricePerHour: 2}")
+        raise UserError(f"gpus.{gpu_id}", fields, "expected a mapping", "e.g. {pricePerHour: 2}")
     changes = {}
     for key, value in fields.items():
         if key not in FIELDS:
-            raise PlanError(
+            raise UserError(
                 f"gpus.{gpu_id}.{key}", value, "unknown field", f"use {', '.join(FIELDS)}"
             )
         changes[FIELDS[key][0]] = _value(f"gpus.{gpu_id}.{key}", key, value)
@@ -79,15 +79,15 @@ def _changes(gpu_id: str, fields: Any) -> dict[str, Any]:
 
 
 def parse_overlay(data: Any, catalog: Mapping[str, GPU] = GPUS) -> dict[str, GPU]:
-    """The overlaid and added GPUs by id; one PlanError naming the first bad entry."""
+    """The overlaid and added GPUs by id; one UserError naming the first bad entry."""
     if not isinstance(data, Mapping) or set(data) - {"gpus"}:
-        raise PlanError(
+        raise UserError(
             "gpu catalog", type(data).__name__, "expected a mapping with one key, gpus",
             "write gpus: {<gpu id>: {pricePerHour: ...}}",
         )  # fmt: skip
     gpus = data.get("gpus") or {}
     if not isinstance(gpus, Mapping):
-        raise PlanError("gpus", gpus, "expected a mapping of GPU id to fields", "see --help")
+        raise UserError("gpus", gpus, "expected a mapping of GPU id to fields", "see --help")
     out: dict[str, GPU] = {}
     for gpu_id, fields in gpus.items():
         changes = _changes(str(gpu_id), fields)
@@ -95,13 +95,13 @@ def parse_overlay(data: Any, catalog: Mapping[str, GPU] = GPUS) -> dict[str, GPU
             out[gpu_id] = replace(catalog[gpu_id], **changes)
             continue
         if not isinstance(gpu_id, str) or not GPU_ID.match(gpu_id):
-            raise PlanError(
+            raise UserError(
                 f"gpus.{gpu_id}", gpu_id, "not a valid GPU id",
                 "use lowercase letters, digits, '-' and '.', e.g. rtx-pro-6000",
             )  # fmt: skip
         missing = [key for key in NEW_REQUIRED if FIELDS[key][0] not in changes]
         if missing:
-            raise PlanError(
+            raise UserError(
                 f"gpus.{gpu_id}", gpu_id,
                 f"a new GPU type (not one of {', '.join(catalog)}) needs every datasheet field",
                 f"add {', '.join(missing)}",

@@ -9,10 +9,10 @@ import json
 import sys
 from typing import Any
 
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.pinned import pin_layout
 from tokenfleet.capacity.types import DEFAULT_TPOT_SLO_MS, DEFAULT_TTFT_SLO_MS
 from tokenfleet.commands.paths import check_output_file
+from tokenfleet.errors import UserError
 
 # The plan command's layout flags, reused as they are defined there (names, types, help).
 LAYOUT_FLAGS = (
@@ -142,7 +142,7 @@ def _policies(value: str) -> tuple[str, ...]:
     names = tuple(v.strip() for v in value.split(",") if v.strip())
     for name in names:
         if name not in POLICIES:
-            raise PlanError(
+            raise UserError(
                 "--policy", name, "is not a policy", f"use one of {', '.join(POLICIES)} or all"
             )
     return names
@@ -176,7 +176,7 @@ def _replayed(args: argparse.Namespace) -> tuple[Any, Any]:
         for name in RESOURCE_ONLY:
             if name in flags:
                 flag = "--" + name.replace("_", "-")
-                raise PlanError(
+                raise UserError(
                     flag, flags[name], "is the LLMService's with -f", f"drop {flag} or -f"
                 )
         request, spec = _from_service(args.filename)
@@ -197,10 +197,10 @@ def _from_service(path: str) -> tuple[Any, Any]:
         documents = load_documents(path)
     except UnicodeDecodeError:
         problem = "is not UTF-8 text"
-        raise PlanError("--filename", path, problem, "give an LLMService YAML") from None
+        raise UserError("--filename", path, problem, "give an LLMService YAML") from None
     rendered = render_documents(documents, path)
     if not rendered:
-        raise PlanError("--filename", path, "has no LLMService", "give an LLMService YAML")
+        raise UserError("--filename", path, "has no LLMService", "give an LLMService YAML")
     spec, p = rendered[0].service.spec, rendered[0].plan
     if p.request is None:  # plan_service always keeps its request; a bug otherwise
         raise RuntimeError(f"{path}: the plan lost its request")
@@ -221,13 +221,13 @@ def options(args: argparse.Namespace) -> Any:
     for flag in ("max_replicas", "max_model_len"):
         value = getattr(args, flag)
         if value is not None and value < 1:
-            raise PlanError(
+            raise UserError(
                 "--" + flag.replace("_", "-"), value, "must be at least 1", "pass 1 or more"
             )
     request, spec = _replayed(args)
     auto = spec.autoscaling
     if args.max_replicas is not None and auto.max_replicas < auto.min_replicas:
-        raise PlanError("--max-replicas", args.max_replicas, "is below --min-replicas", "raise it")
+        raise UserError("--max-replicas", args.max_replicas, "is below --min-replicas", "raise it")
     # The flags went in by model_copy, which does not validate: check the result once
     # against the API's bounds (minReplicas >= 0, targetUtilization in (0, 1], ...).
     try:
@@ -259,9 +259,9 @@ def run(args: argparse.Namespace) -> int:
     from tokenfleet.autoscale.fleetsim.traces import load
 
     if args.min_replicas is not None and args.min_replicas < 0:
-        raise PlanError("--min-replicas", args.min_replicas, "must be 0 or more", "pass 0 or 1")
+        raise UserError("--min-replicas", args.min_replicas, "must be 0 or more", "pass 0 or 1")
     if args.target_utilization is not None and not 0 < args.target_utilization <= 1:
-        raise PlanError(
+        raise UserError(
             "--target-utilization", args.target_utilization, "must be in (0, 1]", "pass e.g. 0.8"
         )
     if args.plot:

@@ -14,8 +14,8 @@ import math
 
 from tokenfleet.bench.aggregate import BenchmarkMetrics
 from tokenfleet.capacity.benchmark import BenchmarkRun
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.load import Procedure
+from tokenfleet.errors import UserError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,14 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def procedure_of(request_rate: float, burstiness: float, max_concurrency: int | None) -> Procedure:
     if burstiness != 1.0:
-        raise PlanError(
+        raise UserError(
             "burstiness", burstiness, "the prediction models Poisson arrivals only",
             "drop --burstiness, or --gpu for a run without prediction",
         )  # fmt: skip
     if max_concurrency is not None and math.isinf(request_rate):
         return "closed-loop"
     if max_concurrency is not None:
-        raise PlanError(
+        raise UserError(
             "max-concurrency", max_concurrency,
             "with a finite --request-rate is not a procedure the plan predicts",
             "use --max-concurrency with --request-rate inf, or a rate without it",
@@ -67,12 +67,12 @@ def predict(
     from tokenfleet.capacity.benchmark import predict_for_plan
 
     if num_prompts is None:
-        raise PlanError(
+        raise UserError(
             "duration", args.duration, "a run bounded by time has no prompt count to predict",
             "pass --num-prompts N with --gpu",
         )  # fmt: skip
     if args.random_range_ratio:
-        raise PlanError(
+        raise UserError(
             "random-range-ratio", args.random_range_ratio,
             "the prediction runs fixed-length requests", "drop it, or --gpu",
         )  # fmt: skip

@@ -7,8 +7,8 @@ import argparse
 
 from tokenfleet.calibration.memory_points import POINTS
 from tokenfleet.calibration.silicon_harness import SGLANG_LAUNCHES
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import GIB
+from tokenfleet.errors import UserError
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -70,14 +70,14 @@ def run(args: argparse.Namespace) -> int:
         return print_moe(moe, getattr(args, "fit", False))
     silicon = getattr(args, "silicon", None)
     if silicon and not getattr(args, "perf", False):
-        raise PlanError("silicon", silicon, "scores latency", "add --perf")
+        raise UserError("silicon", silicon, "scores latency", "add --perf")
     if silicon:
         from tokenfleet.calibration.silicon_harness import Harness
         from tokenfleet.commands.calibrate_silicon import print_silicon
 
         entries = getattr(args, "dataset_entries", 0)
         if entries < 0:
-            raise PlanError(
+            raise UserError(
                 "dataset-entries", entries, "must be 0 or more", "pass 0 for distinct prompts"
             )
         harness = Harness(getattr(args, "sglang_launch", "auto"), entries)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tokenfleet.calibration.moe_kernel_fit import parse_rows, refit, report
 from tokenfleet.capacity import get_gpu
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.kernels import MOE_KERNELS
+from tokenfleet.errors import UserError
 
 FITTED = ("bf16", "fp8")  # mxfp4 keeps its serving-row fit (kernels.MOE_KERNELS)
 
@@ -17,7 +17,7 @@ def print_moe(path: str, fit: bool = False) -> int:
     try:
         text = Path(path).read_text()
     except OSError as e:
-        raise PlanError(
+        raise UserError(
             "moe-kernels", path, f"cannot be read ({e.strerror})", "pass a CSV file"
         ) from None
     rows = parse_rows(text)

@@ -13,18 +13,18 @@ from pathlib import Path
 from tokenfleet.calibration.silicon import Errors, Refused, Scored, errors, parse
 from tokenfleet.calibration.silicon_bench import predict_row
 from tokenfleet.calibration.silicon_harness import DEFAULT, Harness
-from tokenfleet.capacity.errors import PlanError
+from tokenfleet.errors import UserError
 
 
 def read(path: str) -> str:
     try:
         return Path(path).read_text()
     except OSError as e:
-        raise PlanError(
+        raise UserError(
             "silicon", path, f"cannot be read ({e.strerror})", "pass a CSV file"
         ) from None
     except UnicodeDecodeError:
-        raise PlanError(
+        raise UserError(
             "silicon",
             path,
             "is not UTF-8 text (a binary file?)",

@@ -154,7 +154,7 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def load_settings(args: Any) -> tuple[Any, list[str]]:
-    """(engine image table, overlaid GPU ids) from the flags; PlanError on bad input."""
+    """(engine image table, overlaid GPU ids) from the flags; UserError on bad input."""
     from tokenfleet.engines.images import with_overrides
 
     images = with_overrides(args.engine_image)
@@ -162,14 +162,14 @@ def load_settings(args: Any) -> tuple[Any, list[str]]:
     if args.gpu_catalog:
         import yaml
 
-        from tokenfleet.capacity.errors import PlanError
         from tokenfleet.capacity.overlay import apply_overlay
+        from tokenfleet.errors import UserError
 
         try:
             with open(args.gpu_catalog) as f:
                 data = yaml.safe_load(f)
         except (OSError, yaml.YAMLError) as error:
-            raise PlanError(
+            raise UserError(
                 "--gpu-catalog", args.gpu_catalog, f"cannot be read: {error}".splitlines()[0],
                 "give a readable YAML file",
             ) from None  # fmt: skip
@@ -184,8 +184,8 @@ def preflight(args: Any) -> None:
     import socket
     import urllib.parse
 
-    from tokenfleet.capacity.errors import PlanError
     from tokenfleet.commands.listen import bind_error, check_port
+    from tokenfleet.errors import UserError
 
     check_port("--metrics-port", args.metrics_port, allow_zero=True)
     if args.metrics_port:
@@ -200,14 +200,14 @@ def preflight(args: Any) -> None:
         try:
             port = url.port or 80
         except ValueError:  # urllib's "Port out of range 0-65535"
-            raise PlanError(
+            raise UserError(
                 "--liveness",
                 args.liveness,
                 "has no valid port",
                 "use e.g. http://0.0.0.0:8080/healthz",
             ) from None
         if url.scheme != "http" or not url.path:
-            raise PlanError(
+            raise UserError(
                 "--liveness", args.liveness, "is not an http://HOST:PORT/PATH URL",
                 "use e.g. http://0.0.0.0:8080/healthz, or '' to disable it",
             )  # fmt: skip
@@ -226,7 +226,7 @@ def _check_credentials() -> None:
 
     from kubernetes import config
 
-    from tokenfleet.capacity.errors import PlanError
+    from tokenfleet.errors import UserError
 
     try:
         config.load_incluster_config()
@@ -237,7 +237,7 @@ def _check_credentials() -> None:
         config.load_kube_config()
     except (config.ConfigException, OSError) as error:
         where = os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise PlanError(
+        raise UserError(
             "KUBECONFIG",
             where,
             f"no Kubernetes credentials: not in a pod, and no usable kubeconfig ({error})",
@@ -266,17 +266,17 @@ def run(args: Any) -> int:
         return 2
     import kopf
 
-    from tokenfleet.capacity.errors import PlanError
     from tokenfleet.controller.handlers import Credentials, Options, build_registry
     from tokenfleet.controller.kube import KubeClient
     from tokenfleet.controller.leadership import Leadership, own_identity
     from tokenfleet.controller.metrics import Metrics
     from tokenfleet.controller.peering import watch_peering
     from tokenfleet.controller.reconcile import Pipeline, Policy, Reconciler
+    from tokenfleet.errors import UserError
 
     try:
         images, overlaid = load_settings(args)
-    except PlanError as error:
+    except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     preflight(args)

@@ -9,7 +9,7 @@ import math
 import sys
 from typing import Any, cast
 
-from tokenfleet.capacity import GPUS, Plan, PlanError, PlanRequest, get_gpu, load_model, plan
+from tokenfleet.capacity import GPUS, Plan, PlanRequest, get_gpu, load_model, plan
 from tokenfleet.capacity.benchmark import BenchmarkRun
 from tokenfleet.capacity.catalog import served_model
 from tokenfleet.capacity.disagg.request import ServingMode, ServingRequest
@@ -27,6 +27,7 @@ from tokenfleet.capacity.types import (
     GIB,
 )
 from tokenfleet.commands.serving_view import add_role_commands, command_lines, serving_lines
+from tokenfleet.errors import UserError
 
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -255,14 +256,14 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
     # "--pp auto" is not a number to bound: only a fixed stage count is checked.
     check_cli_bounds({**vars(args), "pp": None if args.pp == "auto" else args.pp})
     if args.engine == "vllm" and args.mem_fraction_static is not None:
-        raise PlanError(
+        raise UserError(
             "mem-fraction-static",
             args.mem_fraction_static,
             "is an SGLang flag",
             "use --gpu-memory-utilization with --engine vllm",
         )
     if args.engine == "sglang" and args.gpu_memory_utilization is not None:
-        raise PlanError(
+        raise UserError(
             "gpu-memory-utilization",
             args.gpu_memory_utilization,
             "is a vLLM flag",
@@ -315,7 +316,7 @@ def speculative_request_from_args(args: argparse.Namespace, arch: Any) -> Specul
         for flag in ("acceptance_rate", "draft_model"):
             if getattr(args, flag, None) is not None:
                 option = "--" + flag.replace("_", "-")
-                raise PlanError(option, getattr(args, flag), "needs --speculative", "add it")
+                raise UserError(option, getattr(args, flag), "needs --speculative", "add it")
         return None
     return speculative_request(
         args.engine,
@@ -335,7 +336,7 @@ def lora_request(args: argparse.Namespace) -> LoraRequest | None:
     if slots is None and rank is None and adapters is None:
         return None
     if adapters is not None and adapters < 0:
-        raise PlanError("lora-adapters", adapters, "must not be negative", "pass 0 or more")
+        raise UserError("lora-adapters", adapters, "must not be negative", "pass 0 or more")
     return LoraRequest(adapters=adapters or 0, slots=slots, max_rank=rank)
 
 
@@ -350,16 +351,16 @@ def serving_from_args(args: argparse.Namespace) -> ServingRequest:
     if mode == "aggregated":
         for flag, value in role_flags.items():
             if value is not None:
-                raise PlanError(
+                raise UserError(
                     flag, value, "applies to disaggregated serving",
                     "add --serving disaggregated or --serving auto, or drop it",
                 )  # fmt: skip
     for flag in ("prefill-tp", "decode-tp"):
         value = role_flags[flag]
         if value is not None and value < 1:
-            raise PlanError(flag, value, "must be at least 1", "use 1, 2, 4 or 8")
+            raise UserError(flag, value, "must be at least 1", "use 1, 2, 4 or 8")
     if args.engine == "vllm" and getattr(args, "transfer_backend", "nixl") != "nixl":
-        raise PlanError(
+        raise UserError(
             "transfer-backend", args.transfer_backend, "is SGLang's; vLLM uses NixlConnector",
             "drop --transfer-backend, or use --engine sglang",
         )  # fmt: skip
@@ -434,14 +435,14 @@ def _benchmark_args(args: argparse.Namespace) -> Procedure | None:
     procedure: str = getattr(args, "benchmark", "steady")
     rate = getattr(args, "request_rate", None)
     if getattr(args, "num_prompts", 1) < 1:
-        raise PlanError("num-prompts", args.num_prompts, "must be at least 1", "e.g. 1000")
+        raise UserError("num-prompts", args.num_prompts, "must be at least 1", "e.g. 1000")
     if procedure == "poisson" and not (rate is not None and rate > 0 and math.isfinite(rate)):
-        raise PlanError(
+        raise UserError(
             "request-rate", rate, "--benchmark poisson needs a finite rate above 0",
             "pass --request-rate R in requests/s (--benchmark burst sends all at once)",
         )  # fmt: skip
     if rate is not None and procedure != "poisson":
-        raise PlanError(
+        raise UserError(
             "request-rate", rate, f"applies to --benchmark poisson, not {procedure}",
             "add --benchmark poisson, or drop --request-rate",
         )  # fmt: skip

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokenfleet.capacity.errors import PlanError
+from tokenfleet.errors import UserError
 
 if TYPE_CHECKING:  # the CLI imports every command module: pydantic models load on use
     from tokenfleet.api import LLMService
@@ -52,10 +52,10 @@ class Rendered:
     manifests: list[dict[str, Any]]
 
 
-class FileError(PlanError):
-    """A PlanError prefixed with the file it came from."""
+class FileError(UserError):
+    """A UserError (a PlanError among them) prefixed with the file it came from."""
 
-    def __init__(self, source: str, error: PlanError) -> None:
+    def __init__(self, source: str, error: UserError) -> None:
         super().__init__(error.field, error.value, error.problem, error.fix)
         self.args = (f"{source}: {error}",)
 
@@ -70,9 +70,9 @@ def load_documents(source: str) -> list[Any]:
         text = sys.stdin.read() if source == "-" else Path(source).read_text()
     except OSError as e:
         problem = e.strerror or "cannot read"
-        raise PlanError("--filename", source, problem, "check the path") from None
+        raise UserError("--filename", source, problem, "check the path") from None
     except UnicodeDecodeError:
-        raise PlanError(
+        raise UserError(
             "--filename", source, "is not UTF-8 text (a binary file?)", "pass a YAML manifest"
         ) from None
     try:
@@ -81,7 +81,7 @@ def load_documents(source: str) -> list[Any]:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "somewhere"
         problem = f"not valid YAML at {where} ({getattr(e, 'problem', None) or e})"
-        raise PlanError("--filename", source, problem, "fix the YAML syntax") from None
+        raise UserError("--filename", source, problem, "fix the YAML syntax") from None
 
 
 def _config_maps(documents: Iterable[Any], default_ns: str) -> dict[tuple[str, str], Any]:
@@ -105,7 +105,7 @@ def _model_config(
     cm = maps.get((service.namespace, name))
     field = "spec.model.configMapRef"
     if cm is None:
-        raise PlanError(
+        raise UserError(
             f"{field}.name",
             name,
             f"no ConfigMap {service.namespace}/{name} in the given files",
@@ -113,11 +113,11 @@ def _model_config(
         )
     raw = (cm.get("data") or {}).get(key)
     if raw is None:
-        raise PlanError(f"{field}.key", key, f"ConfigMap {name} has no such key", "fix the key")
+        raise UserError(f"{field}.key", key, f"ConfigMap {name} has no such key", "fix the key")
     try:
         return model_config(raw)
     except ValueError as e:
-        raise PlanError(f"{field}.key", key, str(e), "put the model's config.json there") from None
+        raise UserError(f"{field}.key", key, str(e), "put the model's config.json there") from None
 
 
 def render_documents(
@@ -139,7 +139,7 @@ def render_documents(
     out: list[Rendered] = []
     for doc in documents:
         if not isinstance(doc, Mapping):
-            problem = PlanError(
+            problem = UserError(
                 "document", type(doc).__name__, "not a mapping", "write Kubernetes objects"
             )
             raise FileError(source, problem)
@@ -152,10 +152,10 @@ def render_documents(
             service = api.parse_llmservice(body)
             state = desired(service, _model_config(service, maps), cluster)
         except StepFailed as failed:
-            if not isinstance(failed.error, PlanError):
+            if not isinstance(failed.error, UserError):
                 raise failed.error from None  # a bug, not the user's spec
             raise FileError(source, api.spec_error(failed.error)) from None
-        except PlanError as e:
+        except UserError as e:
             raise FileError(source, api.spec_error(e)) from None
         out.append(Rendered(source, service, state.plan, state.manifests))
     return out
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
 
     bad_namespace = None if args.namespace is None else namespace_problem(args.namespace)
     if bad_namespace is not None:  # before reading any file: the flag is the mistake
-        raise PlanError("--namespace", args.namespace, *bad_namespace)
+        raise UserError("--namespace", args.namespace, *bad_namespace)
     loaded = [(source, load_documents(source)) for source in args.filename]
     everything = [doc for _, docs in loaded for doc in docs]
     results: list[Rendered] = []

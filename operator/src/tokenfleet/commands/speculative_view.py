@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import sys
 
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.speculative_curve import speedup_curve
 from tokenfleet.capacity.types import PlanRequest
+from tokenfleet.errors import UserError
 
 
 def print_speedup(req: PlanRequest, output: str) -> None:
     sp = req.speculative
     if sp is None:
-        raise PlanError(
+        raise UserError(
             "breakdown", "speculative", "needs a proposer to compare",
             "add --speculative METHOD (and --num-speculative-tokens, --acceptance-rate)",
         )  # fmt: skip

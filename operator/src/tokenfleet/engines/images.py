@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tokenfleet.capacity.engine_profiles import parse_version
-from tokenfleet.capacity.errors import PlanError
+from tokenfleet.errors import UserError
 
 VERSION = "{version}"  # placeholder in an image template: the engine version without a 'v'
 
@@ -98,7 +98,7 @@ def gpu_vendor(resource_name: str) -> str:
     """The vendor of a GPU from its device-plugin resource name (nvidia.com/gpu -> nvidia)."""
     vendor = _RESOURCE_VENDORS.get(resource_name)
     if vendor is None:
-        raise PlanError(
+        raise UserError(
             "gpu.resourceName",
             resource_name,
             "no engine images are known for this GPU resource",
@@ -109,11 +109,11 @@ def gpu_vendor(resource_name: str) -> str:
 
 
 def engine_image(engine: str, version: str, vendor: str, table: ImageTable = DEFAULT_IMAGES) -> str:
-    """The default image of `engine` at `version` for GPUs of `vendor`, or a PlanError."""
+    """The default image of `engine` at `version` for GPUs of `vendor`, or a UserError."""
     rule = table.get((engine, vendor))
     build = "ROCm" if vendor == "amd" else "CUDA" if vendor == "nvidia" else vendor
     if rule is None:
-        raise PlanError(
+        raise UserError(
             "spec.engine.image",
             f"{engine} {version} on {vendor}",
             f"there is no default {build} image of {engine}",
@@ -121,7 +121,7 @@ def engine_image(engine: str, version: str, vendor: str, table: ImageTable = DEF
             f"operator one with --engine-image {engine}:{vendor}=IMAGE",
         )
     if rule.since is not None and parse_version(version) < parse_version(rule.since):
-        raise PlanError(
+        raise UserError(
             "spec.engine.version",
             version,
             f"{rule.template.split(':')[0]} publishes {build} builds of {engine} from "
@@ -152,7 +152,7 @@ def parse_override(text: str) -> tuple[tuple[str, str], ImageRule]:
     elif any(c.isspace() for c in image.strip()):
         problem = "an image reference has no spaces"
     if problem:
-        raise PlanError(
+        raise UserError(
             "--engine-image",
             text,
             problem,

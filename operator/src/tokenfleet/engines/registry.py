@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS, EngineProfile, engine_profile
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines import sglang, vllm
 from tokenfleet.engines.types import EngineInfo, Launch, MetricNames
+from tokenfleet.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,8 @@ REGISTRY: Mapping[str, Engine] = {
 
 
 def engine(kind: str) -> Engine:
-    """The registry's record of `kind`; a PlanError naming the field for an unknown one."""
+    """The registry's record of `kind`; a UserError naming the field for an unknown one."""
     try:
         return REGISTRY[kind]
     except KeyError:
-        raise PlanError("engine", kind, "unknown engine", "use vllm or sglang") from None
+        raise UserError("engine", kind, "unknown engine", "use vllm or sglang") from None

@@ -33,6 +33,7 @@ from tokenfleet.capacity.speculative import (
     SpeculativeRequest,
     check_request,
 )
+from tokenfleet.errors import UserError
 
 # (engine, method) -> the first release read that has it.
 SINCE: dict[tuple[str, str], tuple[int, int, int]] = {
@@ -217,7 +218,7 @@ def speculative_request(
         if allow_paths or not path_like:
             try:
                 draft = load_model(draft_ref, field=draft_field)
-            except PlanError:
+            except UserError:
                 if method == "draft_model":
                     raise
                 draft = None  # an EAGLE head outside the catalog: shaped after the target

@@ -15,7 +15,7 @@ in apply order:
 Manifests carry namespace and labels but no ownerReferences: the controller adds those
 (controller.reconcile.own) since only it knows the LLMService's uid. A plan that needs
 several nodes per replica while LeaderWorkerSet is not installed raises RenderError (a
-PlanError) with the install hint, instead of rendering a workload that cannot run; so does
+UserError) with the install hint, instead of rendering a workload that cannot run; so does
 a metadata.name that cannot name a Service (check_name).
 """
 
@@ -25,9 +25,9 @@ import re
 from typing import Any
 
 from tokenfleet.api import LLMService
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
+from tokenfleet.errors import UserError
 from tokenfleet.render import cache_affinity, roles
 from tokenfleet.render.disruption import pod_disruption_budget
 from tokenfleet.render.meta import ENGINE_CONTAINER, SERVICE_PORT, labels, selector, workload_name
@@ -63,7 +63,7 @@ LWS_INSTALL = (
 )
 
 
-class RenderError(PlanError):
+class RenderError(UserError):
     """The plan cannot be rendered for this cluster (names the field and the fix)."""
 
 

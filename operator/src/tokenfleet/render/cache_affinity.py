@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from tokenfleet.api import LLMService
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
+from tokenfleet.errors import UserError
 from tokenfleet.render.meta import selector
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -31,13 +31,13 @@ def most_replicas(service: LLMService) -> int:
 
 
 def check(service: LLMService, plan: Plan) -> None:
-    """Refuse the storage a fleet cannot mount (a PlanError naming field and fix)."""
+    """Refuse the storage a fleet cannot mount (a UserError naming field and fix)."""
     storage = service.spec.storage
     if storage is None:
         return
     mode = storage.access_mode
     if mode == "ReadWriteOncePod" and most_replicas(service) > 1:
-        raise PlanError(
+        raise UserError(
             "spec.storage.accessMode",
             mode,
             f"mounts in one pod only, and this LLMService may run {most_replicas(service)} "
@@ -45,7 +45,7 @@ def check(service: LLMService, plan: Plan) -> None:
             "use ReadWriteOnce (its replicas then share one node) or ReadWriteMany",
         )
     if mode in ("ReadWriteOnce", "ReadWriteOncePod") and plan.nodes_per_replica > 1:
-        raise PlanError(
+        raise UserError(
             "spec.storage.accessMode",
             mode,
             f"attaches to one node, and a replica spans {plan.nodes_per_replica} nodes",

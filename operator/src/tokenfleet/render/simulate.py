@@ -14,9 +14,9 @@ from typing import Any
 
 from tokenfleet.api import LLMService
 from tokenfleet.capacity.catalog import load_model
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines import engine_info
+from tokenfleet.errors import UserError
 from tokenfleet.render.adapters import static_adapters
 from tokenfleet.render.meta import CACHE_MOUNT
 
@@ -35,7 +35,7 @@ def check_simulate(service: LLMService, plan: Plan) -> None:
     if not service.spec.engine.simulate:
         return
     if plan.nodes_per_replica > 1:
-        raise PlanError(
+        raise UserError(
             "spec.engine.simulate",
             True,
             f"a replica of this plan spans {plan.nodes_per_replica} nodes and the simulator "
@@ -44,7 +44,7 @@ def check_simulate(service: LLMService, plan: Plan) -> None:
         )
     fetched = [a.name for a in service.spec.adapters if a.scheme == "s3" or a.revision]
     if fetched:
-        raise PlanError(
+        raise UserError(
             "spec.engine.simulate",
             True,
             f"adapter {fetched[0]} is fetched by an init step (s3:// or a pinned Hub revision) "
@@ -54,8 +54,8 @@ def check_simulate(service: LLMService, plan: Plan) -> None:
     model = service.spec.model
     try:
         load_model(model.id, "spec.model.id")
-    except PlanError:
-        raise PlanError(
+    except UserError:
+        raise UserError(
             "spec.engine.simulate",
             True,
             f"the simulator reads the model's architecture from the built-in catalog and "

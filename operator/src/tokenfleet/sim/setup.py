@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 from tokenfleet.capacity import (
-    PlanError,
     PlanRequest,
     get_gpu,
     load_model,
@@ -26,6 +25,7 @@ from tokenfleet.capacity.validate import check_request
 from tokenfleet.engines import engine
 from tokenfleet.engines.lora import VLLM_RUNTIME_ENV
 from tokenfleet.engines.speculative import read_native, speculative_request
+from tokenfleet.errors import UserError
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
 from tokenfleet.sim.lora import LoraSettings
 from tokenfleet.sim.server import SimSettings
@@ -33,7 +33,7 @@ from tokenfleet.sim.server import SimSettings
 
 def _positive(field: str, value: float | None) -> None:
     if value is not None and value <= 0:
-        raise PlanError(field, value, "must be positive", f"pass {field} greater than 0")
+        raise UserError(field, value, "must be positive", f"pass {field} greater than 0")
 
 
 def _long_prefill(args: argparse.Namespace, engine: str, max_model_len: int) -> int:
@@ -41,12 +41,12 @@ def _long_prefill(args: argparse.Namespace, engine: str, max_model_len: int) -> 
     value: int = getattr(args, "long_prefill_token_threshold", 0) or 0
     field = "--long-prefill-token-threshold"
     if value < 0:
-        raise PlanError(field, value, "is negative", "pass 0 (no cap) or a token count")
+        raise UserError(field, value, "is negative", "pass 0 (no cap) or a token count")
     if value and engine != "vllm":
-        raise PlanError(field, value, "is a vLLM flag", "remove it for --engine sglang")
+        raise UserError(field, value, "is a vLLM flag", "remove it for --engine sglang")
     if value > max_model_len:
         # vLLM's SchedulerConfig refuses it at start-up.
-        raise PlanError(field, value, f"exceeds max-model-len {max_model_len}", "lower it")
+        raise UserError(field, value, f"exceeds max-model-len {max_model_len}", "lower it")
     return value
 
 
@@ -96,18 +96,18 @@ def _speculative(args: argparse.Namespace, request: PlanRequest) -> SpeculativeR
     rate = getattr(args, "speculative_acceptance_rate", None)
     if not raw:
         if rate is not None:
-            raise PlanError(
+            raise UserError(
                 "--speculative-acceptance-rate", rate, "needs --speculative-config", "add it"
             )
         return None
     try:
         config = json.loads(raw)
     except ValueError as error:
-        raise PlanError(
+        raise UserError(
             "--speculative-config", raw, f"is not JSON ({error})", "pass a JSON object"
         ) from None
     if not isinstance(config, dict):
-        raise PlanError("--speculative-config", raw, "is not a JSON object", "pass {...}")
+        raise UserError("--speculative-config", raw, "is not a JSON object", "pass {...}")
     method, tokens, draft_ref, rest = read_native("vllm", config, "--speculative-config")
     return speculative_request(
         request.engine,
@@ -134,7 +134,7 @@ def _static_adapters(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
     for item in getattr(args, "lora_modules", None) or []:
         name, sep, path = str(item).partition("=")
         if not sep or not name or not path:
-            raise PlanError(
+            raise UserError(
                 "--lora-modules", item, "is not NAME=PATH", "pass e.g. sql=/adapters/sql"
             )
         out.append((name, path))
@@ -146,7 +146,7 @@ def _lora_request(args: argparse.Namespace) -> lora_capacity.LoraRequest | None:
         for flag in ("max_loras", "max_lora_rank"):
             if getattr(args, flag, None) is not None:
                 option = "--" + flag.replace("_", "-")
-                raise PlanError(option, getattr(args, flag), "needs --enable-lora", "add it")
+                raise UserError(option, getattr(args, flag), "needs --enable-lora", "add it")
         return None
     return lora_capacity.LoraRequest(
         adapters=len(_static_adapters(args)),
@@ -194,7 +194,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepTimer
         max_model_len = min(max_model_len, kv)
     elif kv // block_size * block_size < max_model_len:
         # vLLM refuses to start when one max-length request does not fit the KV cache.
-        raise PlanError(
+        raise UserError(
             "--kv-cache-tokens",
             kv,
             f"is smaller than max-model-len {max_model_len}, so vLLM would refuse to start",

@@ -16,8 +16,8 @@ from tokenfleet.autoscale.fleetsim.prefix import BLOCK_TOKENS, PrefixCache
 from tokenfleet.autoscale.fleetsim.replica import FleetRequest
 from tokenfleet.autoscale.fleetsim.run import SimOptions, prepare, run_policy
 from tokenfleet.autoscale.fleetsim.traces import load_csv
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.cli import main
+from tokenfleet.errors import UserError
 
 
 def test_cache_hits_leading_blocks_only_and_evicts_least_recent() -> None:
@@ -119,7 +119,7 @@ def test_hash_ids_are_read_and_bad_ones_dropped_or_refused(tmp_path: Path) -> No
     trace = load_csv(path)
     assert [r.blocks for r in trace.requests] == [(3, 4), ()]
     assert trace.dropped.counts == {"hash_ids is not a list of integer block ids": 1}
-    with pytest.raises(PlanError, match="line 3 hash_ids"):
+    with pytest.raises(UserError, match="line 3 hash_ids"):
         load_csv(path, strict=True)
 
 

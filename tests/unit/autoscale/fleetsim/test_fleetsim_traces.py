@@ -15,7 +15,7 @@ from tokenfleet.autoscale.fleetsim.traces import (
     load_csv,
     synthetic,
 )
-from tokenfleet.capacity.errors import PlanError
+from tokenfleet.errors import UserError
 
 
 @pytest.mark.slow
@@ -102,7 +102,7 @@ def test_csv_in_seconds(tmp_path: Path) -> None:
 def test_bad_csv_rows_name_the_line_and_column(tmp_path: Path, body: str, message: str) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(body)
-    with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_csv(path, strict=True)
 
 
@@ -138,9 +138,9 @@ def test_jsonl_trace(tmp_path: Path) -> None:
         (0.75, 7000, 300),
     ]
     assert trace.dropped.total == 3
-    with pytest.raises(PlanError, match="line 3 line=not json: is not a JSON object"):
+    with pytest.raises(UserError, match="line 3 line=not json: is not a JSON object"):
         load(str(path), strict=True)
-    with pytest.raises(PlanError, match="line 1 output_length=missing: is missing"):
+    with pytest.raises(UserError, match="line 1 output_length=missing: is missing"):
         (tmp_path / "b.jsonl").write_text('{"timestamp": 3000, "input_length": 10}\n')
         load(str(tmp_path / "b.jsonl"), strict=True)
 
@@ -166,12 +166,12 @@ def test_plain_csv_trace(tmp_path: Path) -> None:
 def test_unusable_files_are_one_clear_error(tmp_path: Path, data: bytes, message: str) -> None:
     path = tmp_path / "trace.csv"
     path.write_bytes(data)
-    with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_csv(path)
 
 
 def test_unknown_trace_name() -> None:
-    with pytest.raises(PlanError, match="is not a file"):
+    with pytest.raises(UserError, match="is not a file"):
         load("no-such-trace")
 
 

@@ -47,6 +47,7 @@ from tokenfleet.autoscale.types import FleetState
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
 from tokenfleet.capacity.pinned import pin_layout
 from tokenfleet.engines import engine
+from tokenfleet.errors import UserError
 from tokenfleet.scheduling.core import SchedulerConfig
 
 POLICIES = ("tokenfleet", "keda", "kserve", "hpa", "static", "reactive", "hold", "oracle")
@@ -260,9 +261,9 @@ class RunResult:
 
 def prepare(trace: Trace, options: SimOptions) -> Setup:
     if options.cold_start < 0:
-        raise PlanError("--cold-start", options.cold_start, "is negative", "pass 0 or more seconds")
+        raise UserError("--cold-start", options.cold_start, "is negative", "pass 0 or more seconds")
     if options.capacity_error <= 0:
-        raise PlanError(
+        raise UserError(
             "--capacity-error", options.capacity_error, "must be positive", "pass e.g. 0.5 or 2"
         )
     notes: list[str] = []
@@ -399,7 +400,7 @@ def _servable(trace: Trace, options: SimOptions, notes: list[str]) -> Trace:
     too_long = [r for r in trace.requests if r.prompt + r.output > limit]
     if too_long and options.strict:
         r = too_long[0]
-        raise PlanError(
+        raise UserError(
             "--trace",
             trace.name,
             f"has {len(too_long)} request(s) longer than max-model-len {limit} "
@@ -413,7 +414,7 @@ def _servable(trace: Trace, options: SimOptions, notes: list[str]) -> Trace:
         )
     kept = tuple(r for r in trace.requests if r.prompt + r.output <= limit)
     if not kept:
-        raise PlanError(
+        raise UserError(
             "--trace",
             trace.name,
             f"has no request within max-model-len {limit}",
@@ -525,7 +526,7 @@ def make_autoscaler(
     if name == "hold":
         window = float(setup.spec.autoscaling.scale_down_stabilization_seconds)
         return Hold(setup.need, ORACLE_BUCKET_S, o.cold_start, hold=window)
-    raise PlanError("--policy", name, "is not a policy", f"use one of {', '.join(POLICIES)} or all")
+    raise UserError("--policy", name, "is not a policy", f"use one of {', '.join(POLICIES)} or all")
 
 
 def run_policy(setup: Setup, autoscaler: Autoscaler, routing: str | None = None) -> RunResult:

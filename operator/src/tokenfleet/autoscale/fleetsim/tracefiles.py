@@ -12,7 +12,7 @@ Real traces have outliers: a row that cannot be read (a bad number, a zero lengt
 dropped and counted by reason, with the first line of each reason kept for the summary;
 `strict` refuses the file at the first such row instead, naming the line, the field and
 the fix. Rows the model cannot serve (longer than max-model-len) are dropped later, where
-max-model-len is known (fleetsim.run.prepare). Nothing here raises anything but PlanError.
+max-model-len is known (fleetsim.run.prepare). Nothing here raises anything but UserError.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from tokenfleet.capacity.errors import PlanError
+from tokenfleet.errors import UserError
 
 AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 PLAIN = ("timestamp_s", "input_tokens", "output_tokens")
@@ -65,20 +65,20 @@ def read_rows(path: str | Path, strict: bool) -> tuple[list[Row], Dropped]:
     what was dropped."""
     file = Path(path)
     if not file.is_file():
-        raise PlanError(
+        raise UserError(
             "--trace",
             str(path),
             "is not a file",
             "give a trace file (.csv, .jsonl) or one of steady, diurnal, spike, bursty",
         )
     if file.stat().st_size > MAX_BYTES:
-        raise PlanError(
+        raise UserError(
             "--trace", str(path), f"is larger than {MAX_BYTES >> 20} MiB", "replay a slice of it"
         )
     try:
         text = file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as error:
-        raise PlanError(
+        raise UserError(
             "--trace",
             str(path),
             f"cannot be read as UTF-8 text ({error})",
@@ -93,7 +93,7 @@ def read_rows(path: str | Path, strict: bool) -> tuple[list[Row], Dropped]:
         rows = _csv(path, text, strict, dropped)
     if not rows:
         more = f" ({dropped.total:,} unreadable: {dropped.summary()})" if dropped.total else ""
-        raise PlanError(
+        raise UserError(
             "--trace", str(path), f"has no requests{more}", "give a trace with at least one row"
         )
     return rows, dropped
@@ -107,7 +107,7 @@ def _csv(path: str | Path, text: str, strict: bool, dropped: Dropped) -> list[Ro
             index = [header.index(c) for c in columns]
             break
     else:
-        raise PlanError(
+        raise UserError(
             "--trace",
             str(path),
             f"has no column(s) {', '.join(c for c in AZURE if c not in header)} "
@@ -164,7 +164,7 @@ def _jsonl(path: str | Path, text: str, strict: bool, dropped: Dropped) -> list[
 
 def _drop(path: str | Path, line: int, bad: _BadRow, strict: bool, dropped: Dropped) -> None:
     if strict:
-        raise PlanError(f"{path} line {line} {bad.column}", bad.value, bad.reason, bad.fix)
+        raise UserError(f"{path} line {line} {bad.column}", bad.value, bad.reason, bad.fix)
     dropped.add(f"{bad.column} {bad.reason}", f"line {line}")
 
 

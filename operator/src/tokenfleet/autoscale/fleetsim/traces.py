@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenfleet.autoscale.fleetsim.tracefiles import Dropped, read_rows
-from tokenfleet.capacity.errors import PlanError
+from tokenfleet.errors import UserError
 
 DURATION_S = 1800.0  # 30 simulated minutes: long enough for a 300 s window to matter twice
 # A day compressed into 2 hours (12x): its ramps are still 12x steeper than a real day's,
@@ -89,7 +89,7 @@ BURSTY_CV = 2.0  # coefficient of variation of inter-arrivals (Poisson: 1), Burs
 
 def synthetic(name: str, seed: int = 0) -> Trace:
     if name not in PROFILES:
-        raise PlanError(
+        raise UserError(
             "--trace", name, "is not a built-in trace", f"use one of {BUILT_IN} or a .csv file"
         )
     rng = random.Random(f"{name}:{seed}")

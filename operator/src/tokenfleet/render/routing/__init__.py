@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from tokenfleet.api import LLMService
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
+from tokenfleet.errors import UserError
 from tokenfleet.render.routing import sidecar
 from tokenfleet.render.routing.names import PICKER_SUFFIX, picker_name
 from tokenfleet.render.routing.picker import (
@@ -65,7 +65,7 @@ def manifests(
     if not service.spec.routing.enabled:
         return []
     if len(service.name) > MAX_NAME:
-        raise PlanError(
+        raise UserError(
             "metadata.name",
             service.name,
             f"{len(service.name)} characters leaves no room for the endpoint picker's "
