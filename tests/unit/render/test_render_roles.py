@@ -19,9 +19,9 @@ import yaml
 from tests.support.render_cases import render_case
 from tokenfleet import render
 from tokenfleet.api import parse_llmservice
-from tokenfleet.capacity import PlanError
 from tokenfleet.commands.render import Rendered
 from tokenfleet.engines.images import PICKER_VERSION
+from tokenfleet.errors import UserError
 from tokenfleet.render import roles, routing
 from tokenfleet.render.meta import LLMD_ROLE_LABEL, SERVING_ROLE_LABEL
 
@@ -250,14 +250,14 @@ def with_spec(name: str, **updates: Any) -> Any:
 
 def test_refused_without_the_inference_pool_api() -> None:
     r = render_case(VLLM)
-    with pytest.raises(PlanError) as e:
+    with pytest.raises(UserError) as e:
         render.all(r.service, r.plan, routing_available=False)
     assert e.value.field == "spec.serving.mode" and "InferencePool" in e.value.problem
 
 
 def test_refused_with_a_service_account_of_the_users() -> None:
     service, plan = with_spec(VLLM, **{"podTemplate.serviceAccountName": "mine"})
-    with pytest.raises(PlanError) as e:
+    with pytest.raises(UserError) as e:
         render.all(service, plan)
     assert e.value.field == "spec.podTemplate.serviceAccountName" and e.value.value == "mine"
     assert "remove spec.podTemplate.serviceAccountName" in e.value.fix
@@ -271,6 +271,6 @@ def test_a_long_name_leaves_room_for_the_role_in_a_leader_worker_set() -> None:
     render.check_name(r.service, multi, len("-prefill"))  # the case's short name fits
     long = r.service.model_copy(update={"metadata": {**r.service.metadata,
                                                      "name": "x" * (limit + 1)}})  # fmt: skip
-    with pytest.raises(PlanError) as e:
+    with pytest.raises(UserError) as e:
         render.check_name(long, multi, len("-prefill"))
     assert f"at most {limit}" in e.value.problem

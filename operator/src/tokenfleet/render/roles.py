@@ -15,11 +15,11 @@ from typing import Any
 
 from tokenfleet.api import LLMService
 from tokenfleet.capacity.disagg.types import Role
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines import ServingRole, engine_info
 from tokenfleet.engines.disagg import DECODE_PORT_OFFSET, SGLANG_BOOTSTRAP_PORT
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
+from tokenfleet.errors import UserError
 from tokenfleet.render.meta import RoleRender
 from tokenfleet.render.routing import sidecar
 from tokenfleet.render.workload import workload
@@ -75,7 +75,7 @@ def check(service: LLMService, plan: Plan, routing_available: bool) -> None:
         return
     chose = "" if service.spec.serving.mode == "disaggregated" else " (the planner chose it)"
     if not service.spec.routing.enabled:
-        raise PlanError(
+        raise UserError(
             "spec.routing.enabled",
             False,
             f"disaggregated serving{chose} needs the endpoint picker's disaggregation profile "
@@ -83,7 +83,7 @@ def check(service: LLMService, plan: Plan, routing_available: bool) -> None:
             "set spec.routing.enabled: true, or spec.serving.mode: aggregated",
         )
     if not routing_available:
-        raise PlanError(
+        raise UserError(
             "spec.serving.mode",
             service.spec.serving.mode,
             f"disaggregated serving{chose} needs the InferencePool API (Gateway API Inference "

@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 from tokenfleet.api import LLMService
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.engines.images import ImageTable, sidecar_image
+from tokenfleet.errors import UserError
 from tokenfleet.render.meta import PORT_NAME
 from tokenfleet.render.routing.names import picker_labels
 from tokenfleet.render.routing.rbac import RBAC_GROUP
@@ -117,7 +117,7 @@ def check_service_account(service: LLMService) -> None:
     """Decode pods run under the sidecar's ServiceAccount (its SSRF allowlist reads the pool)."""
     account = service.spec.pod_template.service_account_name
     if account:
-        raise PlanError(
+        raise UserError(
             "spec.podTemplate.serviceAccountName",
             account,
             "disaggregated decode pods run llm-d's routing sidecar under the operator's "
