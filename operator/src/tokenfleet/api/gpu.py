@@ -23,6 +23,19 @@ GpuType = Literal[
     "h200",
     "b200",
     "mi300x",
+    # MIG slices (capacity/mig.py): one slice per replica
+    "a100-80gb-mig-1g.10gb",
+    "a100-80gb-mig-1g.20gb",
+    "a100-80gb-mig-2g.20gb",
+    "a100-80gb-mig-3g.40gb",
+    "a100-80gb-mig-4g.40gb",
+    "a100-80gb-mig-7g.80gb",
+    "h100-sxm-mig-1g.10gb",
+    "h100-sxm-mig-1g.20gb",
+    "h100-sxm-mig-2g.20gb",
+    "h100-sxm-mig-3g.40gb",
+    "h100-sxm-mig-4g.40gb",
+    "h100-sxm-mig-7g.80gb",
 ]
 
 

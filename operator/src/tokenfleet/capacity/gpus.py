@@ -35,6 +35,17 @@ class GPU:
     node_label_key: str = NVIDIA_LABEL
     resource_name: str = "nvidia.com/gpu"
     internode_gbps: float = 50.0  # 400 Gb/s RDMA NIC per GPU
+    # A MIG slice (capacity/mig.py): the catalog id of the GPU it is cut from, and its profile.
+    parent: str | None = None
+    mig_profile: str | None = None
+    # Node labels that select it, by key (several values: any of them), over the placement
+    # provider's mapping (capacity/placement.py); set by a catalog overlay's nodeLabels.
+    node_labels: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+
+    @property
+    def base_id(self) -> str:
+        """The whole GPU's id: kernels and engine defaults go by the silicon, not the slice."""
+        return self.parent or self.id
 
     @property
     def large(self) -> bool:
@@ -77,10 +88,21 @@ GPUS: dict[str, GPU] = {
 }  # fmt: skip
 
 
+def _add_mig_slices() -> None:
+    from tokenfleet.capacity.mig import slices  # it builds on GPU, defined above
+
+    GPUS.update({g.id: g for g in slices(GPUS)})
+
+
+_add_mig_slices()
+
+
 def get_gpu(gpu_id: str, field: str = "gpu") -> GPU:
     key = gpu_id.strip().lower()
     if key in GPUS:
         return GPUS[key]
     close = difflib.get_close_matches(key, GPUS, n=3, cutoff=0.3)
     hint = f"did you mean {', '.join(close)}? " if close else ""
-    raise PlanError(field, gpu_id, "unknown GPU type", f"{hint}known: {', '.join(GPUS)}")
+    whole = [g.id for g in GPUS.values() if g.parent is None]
+    slices = "; MIG slices as <gpu>-mig-<profile>, e.g. h100-sxm-mig-3g.40gb (tokenfleet gpus)"
+    raise PlanError(field, gpu_id, "unknown GPU type", f"{hint}known: {', '.join(whole)}{slices}")

@@ -193,7 +193,7 @@ def format_of(method: str, linear_bytes: float, dtype_bytes: float) -> str:
 
 
 def generation(gpu: GPU) -> str:
-    return GENERATION.get(gpu.id, "hopper" if gpu.fp8_tflops > gpu.bf16_tflops else "ampere")
+    return GENERATION.get(gpu.base_id, "hopper" if gpu.fp8_tflops > gpu.bf16_tflops else "ampere")
 
 
 def kernel_for(gpu: GPU, fmt: str) -> Kernel:

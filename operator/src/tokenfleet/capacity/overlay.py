@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from tokenfleet.capacity.gpus import GPU, GPUS
+from tokenfleet.capacity.mig import slices
 from tokenfleet.errors import UserError
 
 # camelCase overlay key -> (GPU field, type).
@@ -111,7 +112,11 @@ def parse_overlay(data: Any, catalog: Mapping[str, GPU] = GPUS) -> dict[str, GPU
 
 
 def apply_overlay(data: Any) -> list[str]:
-    """Overlay the process-wide catalog; returns the ids changed or added."""
+    """Overlay the process-wide catalog; returns the ids changed or added. The MIG slices of
+    a changed GPU follow it (price, bandwidth...), unless the overlay names them too."""
     changed = parse_overlay(data)
     GPUS.update(changed)
+    for derived in slices({k: GPUS[k] for k in changed}):
+        if derived.id not in changed:
+            GPUS[derived.id] = derived
     return sorted(changed)

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from tokenfleet.capacity import cost_choice, sglang_memory
+from tokenfleet.capacity import cost_choice, gpu_choice, sglang_memory
 from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.engine_profiles import (
     EngineProfile,
@@ -122,6 +122,8 @@ def _candidates(req: PlanRequest, per_node: int) -> list[Layout]:
     --tp and no --pp the replica has one stage unless --pp auto lets the planner add more.
     """
     arch = req.arch
+    if req.gpu.parent is not None:
+        return [_one_slice(req)]
     if req.tensor_parallel_size is not None:
         _check_tp(arch, req.tensor_parallel_size, per_node)
     if req.pipeline_parallel_size is not None and not (
@@ -151,6 +153,21 @@ def _candidates(req: PlanRequest, per_node: int) -> list[Layout]:
                 continue  # a multi-node replica fills whole nodes
             out.append(Layout(tp, pp))
     return sorted(out, key=lambda lay: (lay.tp * lay.pp, lay.pp))
+
+
+def _one_slice(req: PlanRequest) -> Layout:
+    """A MIG slice is one CUDA device with no peer-to-peer link (capacity/mig.py): a
+    replica runs on exactly one."""
+    for flag, value in (("tp", req.tensor_parallel_size), ("pp", req.pipeline_parallel_size)):
+        if value not in (None, 1):
+            raise PlanError(
+                flag,
+                value,
+                f"{req.gpu.id} is a MIG slice, and a replica runs on one slice (CUDA sees one "
+                "MIG device per process and MIG has no GPU-to-GPU link)",
+                f"use --{flag} 1, a larger slice, or the whole {req.gpu.parent} for parallelism",
+            )
+    return Layout(1, 1)
 
 
 @dataclass(frozen=True)
@@ -517,8 +534,11 @@ def _validate(req: PlanRequest) -> None:
 
 
 def plan(req: PlanRequest) -> Plan:
-    """Size one replica for the request. Pure; raises PlanError when nothing fits. Serving
-    mode disaggregated or auto: the prefill / decode comparison (capacity/disagg)."""
+    """Size one replica for the request. Pure; raises PlanError when nothing fits. With
+    gpu_candidates, the cheapest type's plan (capacity/gpu_choice.py); serving mode
+    disaggregated or auto: the prefill / decode comparison (capacity/disagg)."""
+    if req.gpu_candidates:
+        return gpu_choice.choose(req, plan)
     if req.serving.mode != "aggregated":
         from tokenfleet.capacity.disagg.decide import plan_serving
 

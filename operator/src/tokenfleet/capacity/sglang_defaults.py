@@ -79,7 +79,7 @@ def memory_tier(memory_gib: float, tp: int = 1, version: str | None = None) -> M
 def attention_backend(gpu_id: str, arch: ModelArch, tp: int = 1) -> str:
     """The attention backend SGLang 0.5.9 picks for `arch` on `gpu_id` when not told (on ROCm
     an MLA model takes aiter at 16 or 128 KV heads per rank: model_config.get_num_kv_heads)."""
-    cc = COMPUTE_CAPABILITY.get(gpu_id, (0, 0))
+    cc = COMPUTE_CAPABILITY.get(gpu_id.split("-mig-")[0], (0, 0))  # a MIG slice: its GPU's
     hopper = cc is not None and cc[0] == 9
     sm100 = cc is not None and cc[0] == 10
     if arch.model_type == "gpt_oss":

@@ -11,8 +11,9 @@ from tokenfleet.capacity.gpus import GPU
 from tokenfleet.capacity.lora import LoraRequest, LoraSlots
 from tokenfleet.capacity.speculative import SpeculativePlan, SpeculativeRequest
 
-if TYPE_CHECKING:  # the serving decision's records hold Plans
+if TYPE_CHECKING:  # the serving decision's and gpu_choice's records hold Plans
     from tokenfleet.capacity.disagg.types import ServingDecision
+    from tokenfleet.capacity.gpu_choice import GpuCandidate, GpuChoice
 
 Engine = Literal["vllm", "sglang"]
 # cost: fewest GPUs in total (replicas x GPUs per replica) that hold the target concurrency,
@@ -78,6 +79,9 @@ class PlanRequest:
     # Aggregated (one role), disaggregated (prefill + decode roles) or the planner's choice
     # (capacity/disagg).
     serving: ServingRequest = field(default_factory=ServingRequest)
+    # GPU types to choose from (capacity/gpu_choice.py): plan() then ranks the types and
+    # plans the cheapest; `gpu` is ignored. Empty: plan on `gpu`.
+    gpu_candidates: tuple[GpuCandidate, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -256,6 +260,8 @@ class Plan:
     # aggregated); with mode disaggregated this plan is the decode role's and the decision
     # holds both roles.
     serving: ServingDecision | None = field(default=None, compare=False, repr=False)
+    # The comparison of GPU types this plan won (a request with gpu_candidates), else None.
+    choice: GpuChoice | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of `tokenfleet plan -o json` (engineArgs are added by engines)."""
@@ -289,4 +295,5 @@ class Plan:
             **({"lora": self.lora.as_dict()} if self.lora else {}),
             **({"speculative": self.speculative.as_dict()} if self.speculative else {}),
             **({"serving": self.serving.as_dict()} if self.serving else {}),
+            **({"gpuChoice": self.choice.as_dict()} if self.choice else {}),
         }

@@ -66,20 +66,23 @@ def run(args: argparse.Namespace) -> int:
         {"id": g.id, "name": g.name, "memoryGiB": g.memory_gib, "bandwidthGBs": g.bandwidth_gbps,
          "bf16TFLOPS": g.bf16_tflops, "fp8TFLOPS": g.fp8_tflops, "interconnect": g.interconnect,
          "gpusPerNode": g.gpus_per_node, "nodeLabel": f"{g.node_label_key}={g.node_label_value}",
-         "pricePerHour": g.price_per_hour}
+         "resourceName": g.resource_name, "pricePerHour": g.price_per_hour}
         for g in GPUS.values()
     ]  # fmt: skip
     if args.output != "table":
         _dump(gpus, args.output)
         return 0
+    w = max(len(g.id) for g in GPUS.values()) + 2
     print(
-        f"{'GPU':<11}{'MEMORY(GiB)':>12}{'BW(GB/s)':>9}{'BF16':>6}{'FP8':>6}  {'LINK':<16}"
-        f"{'PER NODE':>8}  {'$/h':>5}  NODE LABEL"
+        f"{'GPU':<{w}}{'MEMORY(GiB)':>12}{'BW(GB/s)':>9}{'BF16':>6}{'FP8':>6}  {'LINK':<16}"
+        f"{'PER NODE':>8}  {'$/h':>5}  {'RESOURCE':<24}NODE LABEL"
     )
     for g in GPUS.values():
+        link = "MIG slice" if g.parent else g.interconnect
         print(
-            f"{g.id:<11}{g.memory_gib:>12.2f}{g.bandwidth_gbps:>9.0f}{g.bf16_tflops:>6.0f}"
-            f"{g.fp8_tflops:>6.0f}  {g.interconnect:<16}{g.gpus_per_node:>8}  "
-            f"{g.price_per_hour:>5.2f}  {g.node_label_key}={g.node_label_value}"
+            f"{g.id:<{w}}{g.memory_gib:>12.2f}{g.bandwidth_gbps:>9.0f}{g.bf16_tflops:>6.0f}"
+            f"{g.fp8_tflops:>6.0f}  {link:<16}{g.gpus_per_node:>8}  "
+            f"{g.price_per_hour:>5.2f}  {g.resource_name:<24}"
+            f"{g.node_label_key}={g.node_label_value}"
         )
     return 0

@@ -9,7 +9,7 @@ import math
 import sys
 from typing import Any, cast
 
-from tokenfleet.capacity import GPUS, Plan, PlanRequest, get_gpu, load_model, plan
+from tokenfleet.capacity import Plan, PlanRequest, load_model, plan
 from tokenfleet.capacity.benchmark import BenchmarkRun
 from tokenfleet.capacity.catalog import served_model
 from tokenfleet.capacity.disagg.request import ServingMode, ServingRequest
@@ -26,6 +26,7 @@ from tokenfleet.capacity.types import (
     DEFAULT_TTFT_SLO_MS,
     GIB,
 )
+from tokenfleet.commands.gpu_table import choice_lines, parse_gpus
 from tokenfleet.commands.serving_view import add_role_commands, command_lines, serving_lines
 from tokenfleet.errors import UserError
 
@@ -39,7 +40,12 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="Hugging Face id or directory the engine serves (default: the catalog id; with a "
         "config.json path: that file's directory)",
     )
-    p.add_argument("--gpu", required=True, help=f"GPU type: {', '.join(GPUS)}")
+    p.add_argument(
+        "--gpu",
+        required=True,
+        help="GPU type (tokenfleet gpus), or several to compare and choose from: "
+        "l4,l40s,h100-sxm (each may carry its price per GPU-hour: h100-sxm=2.49)",
+    )
     p.add_argument(
         "--engine", choices=("vllm", "sglang"), default="vllm", help="default: %(default)s"
     )
@@ -273,9 +279,11 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
     arch = load_model(args.model)
     if getattr(args, "model_id", None):
         arch = dataclasses.replace(arch, name=args.model_id)  # name the plan after what runs
+    candidates = parse_gpus(args.gpu, args.price_per_gpu_hour)
     request = PlanRequest(
         arch=arch,
-        gpu=get_gpu(args.gpu).with_price(args.price_per_gpu_hour),
+        gpu=candidates[0].gpu,
+        gpu_candidates=candidates if len(candidates) > 1 else (),
         engine=args.engine,
         engine_version=args.engine_version,
         tensor_parallel_size=args.tp,
@@ -570,6 +578,7 @@ def render_table(p: Plan, doc: dict[str, Any], run: BenchmarkRun | None = None) 
         *(_fleet_lines(p) if p.serving is None else []),
         *serving_lines(p),
         *(["", *benchmark_lines(run, req.input_tokens, req.output_tokens)] if run else []),
+        *(choice_lines(p.choice) if p.choice is not None else []),
         "",
         *command_lines(doc),
     ]
