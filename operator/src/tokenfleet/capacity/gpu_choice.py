@@ -8,8 +8,9 @@ that serves the rate within the SLO, $/hour (capacity/fleet.py). A candidate's `
 (the most GPUs of that type the cluster can give) leaves it out when one replica, or the
 fleet for the target, needs more. Equal costs (within cost_choice.TIE) go to fewer GPUs,
 then to the order the candidates were given in. The chosen Plan carries the whole
-comparison in `Plan.choice`; the fallback (autoscale/gpu_fallback.py) moves replicas to the
-next usable candidate in this order.
+comparison in `Plan.choice`. A type the configured placement provider does not offer
+(capacity/placement.py: no L40S on GKE) is left out. The fallback (autoscale/gpu_fallback.py)
+moves replicas to the next usable candidate in this order.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Literal
 from tokenfleet.capacity.cost_choice import TIE, cost_per_million_good
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import GPU
+from tokenfleet.capacity.placement import node_selection
 from tokenfleet.capacity.types import Plan, PlanRequest
 
 
@@ -130,6 +132,10 @@ class GpuChoice:
 
 def _one(req: PlanRequest, cand: GpuCandidate, plan: Callable[[PlanRequest], Plan]) -> Ranked:
     sub = replace(req, gpu=cand.gpu, gpu_candidates=())
+    try:
+        node_selection(cand.gpu)  # the cluster's nodes can carry it (capacity/placement.py)
+    except PlanError as error:
+        return Ranked(cand.gpu, cand.max_count, None, math.inf, error.problem)
     try:
         p = plan(sub)
     except PlanError as error:

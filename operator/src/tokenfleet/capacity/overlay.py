@@ -42,7 +42,12 @@ FIELDS: dict[str, tuple[str, type]] = {
     "nodeLabelKey": ("node_label_key", str),
     "nodeLabelValue": ("node_label_value", str),
     "resourceName": ("resource_name", str),
+    "nodeLabels": ("node_labels", dict),
 }
+# Kubernetes label syntax (a key's optional prefix is a DNS subdomain; names and values are
+# at most 63 characters of alphanumerics, '-', '_' and '.', alphanumeric at both ends).
+LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 # What a new type must state; the rest default as in capacity.gpus.GPU (an NVIDIA device
 # plugin resource and node label, a 400 Gb/s NIC per GPU between nodes).
 NEW_REQUIRED = (
@@ -53,8 +58,35 @@ NEW_REQUIRED = (
 GPU_ID = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
 
 
+def _label_key(key: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    return bool(LABEL_NAME.match(name)) and (not prefix or bool(LABEL_PREFIX.match(prefix)))
+
+
+def _node_labels(where: str, value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """nodeLabels: {key: value or [values]}; a node must match every key, any of its values
+    (capacity/placement.py). Replaces the placement provider's mapping for this type."""
+    if not isinstance(value, Mapping) or not value:
+        raise UserError(
+            where, value, "expected a mapping of node label to value(s)",
+            "e.g. nodeLabels: {cloud.google.com/gke-accelerator: nvidia-l4}",
+        )  # fmt: skip
+    out = []
+    for key, values in value.items():
+        items = values if isinstance(values, list) else [values]
+        if not isinstance(key, str) or not _label_key(key):
+            raise UserError(f"{where}.{key}", key, "is not a label key", "e.g. example.com/gpu")
+        if not items or not all(isinstance(v, str) and LABEL_NAME.match(v) for v in items):
+            raise UserError(f"{where}.{key}", values, "is not a label value or a list of them",
+                            "use 1-63 letters, digits, '-', '_' or '.'")  # fmt: skip
+        out.append((key, tuple(items)))
+    return tuple(out)
+
+
 def _value(where: str, key: str, value: Any) -> Any:
     kind = FIELDS[key][1]
+    if kind is dict:
+        return _node_labels(where, value)
     if kind is str:
         if not isinstance(value, str) or not value:
             raise UserError(where, value, "must be a non-empty string", f"quote the {key}")

@@ -286,7 +286,11 @@ def _explain_no_fit(ctx: _Context, evs: list[Evaluation], max_len: int) -> PlanE
         "use a larger GPU, more GPUs (--tp/--pp), --quantization fp8, --kv-cache-dtype fp8 "
         "or a smaller --max-model-len"
     )
-    if req.tensor_parallel_size and req.pipeline_parallel_size is None and not req.pipeline_auto:
+    if req.gpu.parent is not None:  # a MIG slice: one per replica (capacity/mig.py)
+        fix = (
+            f"use a larger slice or the whole {req.gpu.parent}, " + fix.split("(--tp/--pp), ", 1)[1]
+        )
+    elif req.tensor_parallel_size and req.pipeline_parallel_size is None and not req.pipeline_auto:
         fix = (
             f"TP {req.tensor_parallel_size} alone cannot hold it: add pipeline stages "
             "(--pp auto or --pp N), raise --tp, or " + fix.split("(--tp/--pp), ", 1)[1]

@@ -151,13 +151,29 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="YAML overlay of the GPU catalog: gpus: {<id>: {pricePerHour: ..., ...}} "
         "(tokenfleet.capacity.overlay)",
     )
+    add_placement_argument(p)
+
+
+def add_placement_argument(p: argparse.ArgumentParser) -> None:
+    from tokenfleet.capacity.placement import PROVIDERS
+
+    p.add_argument(
+        "--gpu-placement",
+        choices=PROVIDERS,
+        default="gfd",
+        help="who labels the GPU nodes, i.e. which labels select a GPU type: gfd (NVIDIA GPU "
+        "Feature Discovery, default), gke, eks (Karpenter), eks-auto (EKS Auto Mode), aks "
+        "(VM size); tokenfleet.capacity.placement",
+    )
 
 
 def load_settings(args: Any) -> tuple[Any, list[str]]:
     """(engine image table, overlaid GPU ids) from the flags; UserError on bad input."""
+    from tokenfleet.capacity.placement import configure
     from tokenfleet.engines.images import with_overrides
 
     images = with_overrides(args.engine_image)
+    configure(args.gpu_placement)
     changed: list[str] = []
     if args.gpu_catalog:
         import yaml

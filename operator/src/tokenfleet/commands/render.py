@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         action="store_true",
         help="render as for a cluster without LeaderWorkerSet (multi-node plans fail)",
     )
+    from tokenfleet.commands.operator import add_placement_argument
+
+    add_placement_argument(p)
 
 
 @dataclass(frozen=True)
@@ -164,8 +167,10 @@ def render_documents(
 def run(args: argparse.Namespace) -> int:
     import yaml
 
+    from tokenfleet.capacity.placement import configure
     from tokenfleet.render import namespace_problem
 
+    configure(args.gpu_placement)  # as the operator's --gpu-placement: for this process
     bad_namespace = None if args.namespace is None else namespace_problem(args.namespace)
     if bad_namespace is not None:  # before reading any file: the flag is the mistake
         raise UserError("--namespace", args.namespace, *bad_namespace)

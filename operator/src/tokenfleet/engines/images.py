@@ -97,6 +97,8 @@ def sidecar_image(table: ImageTable = DEFAULT_IMAGES) -> str:
 def gpu_vendor(resource_name: str) -> str:
     """The vendor of a GPU from its device-plugin resource name (nvidia.com/gpu -> nvidia)."""
     vendor = _RESOURCE_VENDORS.get(resource_name)
+    if resource_name.startswith("nvidia.com/mig-"):  # a MIG slice (capacity/mig.py)
+        vendor = "nvidia"
     if vendor is None:
         raise UserError(
             "gpu.resourceName",

@@ -22,6 +22,7 @@ a metadata.name that cannot name a Service (check_name).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from tokenfleet.api import LLMService
@@ -30,7 +31,15 @@ from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
 from tokenfleet.errors import UserError
 from tokenfleet.render import cache_affinity, roles
 from tokenfleet.render.disruption import pod_disruption_budget
-from tokenfleet.render.meta import ENGINE_CONTAINER, SERVICE_PORT, labels, selector, workload_name
+from tokenfleet.render.meta import (
+    ENGINE_CONTAINER,
+    SERVICE_PORT,
+    Place,
+    labels,
+    selector,
+    type_suffix,
+    workload_name,
+)
 from tokenfleet.render.monitoring import pod_monitor
 from tokenfleet.render.routing import DEFAULT_PICKER_ROLE
 from tokenfleet.render.routing import manifests as routing_manifests
@@ -99,10 +108,15 @@ def namespace_problem(namespace: str) -> tuple[str, str] | None:
     )
 
 
-def check_name(llmservice: LLMService, plan: Plan, role_suffix: int = 0) -> None:
+def check_name(
+    llmservice: LLMService, plan: Plan, role_suffix: int = 0, typed: bool = False
+) -> None:
     """`role_suffix`: the characters a disaggregated role adds to a workload's name
-    (`-prefill`), which a LeaderWorkerSet's pod labels must also hold."""
+    (`-prefill`), which a LeaderWorkerSet's pod labels must also hold; `typed`: so does a
+    GPU type's (`-l40s`, spec.gpu.type auto)."""
     name = llmservice.name
+    if typed:
+        role_suffix += len(type_suffix(plan.gpu.id)) + 1
     limit = MAX_NAME_MULTI_NODE - role_suffix if plan.nodes_per_replica > 1 else MAX_NAME
     if not name:
         raise RenderError(
@@ -149,6 +163,28 @@ def check_rollout(llmservice: LLMService) -> None:
         )
 
 
+def split_plans(
+    plan: Plan, split: Mapping[str, int] | None, replicas: int
+) -> list[tuple[Plan, int]]:
+    """(plan, replicas) per GPU type of the workloads to render: a fixed type's one, or for
+    spec.gpu.type auto each type of `split` (GPU id -> replicas, the fallback's placement;
+    default: every replica on the chosen type), planned for that type (Plan.choice)."""
+    if plan.choice is None:
+        return [(plan, replicas)]
+    out = []
+    for gpu_id, count in (split or {plan.gpu.id: replicas}).items():
+        typed = plan if gpu_id == plan.gpu.id else plan.choice.plan_for(gpu_id)
+        if typed is None:
+            raise RenderError(
+                "status.gpu.placement",
+                gpu_id,
+                "is not a usable candidate of this generation's plan",
+                "nothing to do: the operator re-places the replicas on the next reconcile",
+            )
+        out.append((typed, count))
+    return out
+
+
 def all(
     llmservice: LLMService,
     plan: Plan,
@@ -158,9 +194,25 @@ def all(
     images: ImageTable = DEFAULT_IMAGES,
     routing_available: bool = True,
     picker_role: str = DEFAULT_PICKER_ROLE,
+    placement: str | None = None,
+    split: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
+    """`placement`: the provider of GPU node labels (capacity/placement.py; None: the
+    operator's default). `split`: spec.gpu.type auto's replicas per GPU type (split_plans;
+    a disaggregated plan runs its roles on the chosen type)."""
     disaggregated = roles.roles_of(plan) is not None
     roles.check(llmservice, plan, routing_available)
+    typed = [] if disaggregated else split_plans(plan, split, llmservice.spec.replicas)
+    for each, _ in typed:
+        check_name(llmservice, each, typed=plan.choice is not None)
+        if each.nodes_per_replica > 1 and not lws_available:
+            raise RenderError(
+                "spec.gpu",
+                f"{each.gpus_per_replica} x {each.gpu.id}",
+                f"a replica needs {each.nodes_per_replica} nodes, which runs as a "
+                "LeaderWorkerSet, and the cluster has no LeaderWorkerSet API",
+                f"{LWS_INSTALL}, or pick a larger GPU type so a replica fits one node",
+            )
     for each in roles.role_plans(plan):
         check_name(llmservice, each, len("-prefill") if disaggregated else 0)
         cache_affinity.check(llmservice, each)
@@ -179,9 +231,12 @@ def all(
     if claim is not None:
         manifests.append(claim)
     if disaggregated:
-        manifests += roles.workloads(llmservice, plan, images)
+        manifests += roles.workloads(llmservice, plan, images, placement)
     else:
-        manifests.append(workload(llmservice, plan, images))
+        for each, count in typed:
+            auto = plan.choice is not None
+            place = Place(placement, count if auto else None, typed=auto)
+            manifests.append(workload(llmservice, each, images, None, place))
     manifests.append(service(llmservice, plan))
     manifests.append(pod_disruption_budget(llmservice, plan))
     if monitoring_available:

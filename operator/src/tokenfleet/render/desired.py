@@ -12,7 +12,7 @@ tell a plan that cannot be made (Planned=False) from a plan that cannot be rende
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,6 +23,8 @@ from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
 from tokenfleet.render.routing import DEFAULT_PICKER_ROLE
 
 PlanStep = Callable[[PlanRequest], Plan]
+# spec.gpu.type auto: the replicas per GPU type, from the plan (the fallback's decision).
+Split = Callable[[Plan], Mapping[str, int] | None]
 # Called between plan and render; raises to refuse (the controller's allowlists and its
 # LeaderWorkerSet check, which must win over a render error).
 Admit = Callable[[LLMService, Plan], None]
@@ -38,6 +40,7 @@ class Cluster:
     images: ImageTable = field(default_factory=lambda: DEFAULT_IMAGES)
     # The chart's ClusterRole the endpoint pickers are bound to (--picker-cluster-role).
     picker_role: str = DEFAULT_PICKER_ROLE
+    placement: str | None = None  # GPU node labels' provider (None: the process default)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ def desired(
     *,
     plan: PlanStep = plan_service,
     admit: Admit | None = None,
+    split: Split | None = None,
 ) -> Desired:
     """Plan `service` (with its resolved model `config`) and render it for `cluster`.
 
@@ -99,6 +103,7 @@ def desired(
     if admit is not None:
         admit(service, planned)
     try:
+        per_type = split(planned) if split is not None else None
         manifests = render.all(
             service,
             planned,
@@ -107,6 +112,8 @@ def desired(
             images=cluster.images,
             routing_available=cluster.routing,
             picker_role=cluster.picker_role,
+            placement=cluster.placement,
+            split=per_type,
         )
     except Exception as error:
         raise StepFailed("render", error, planned) from error

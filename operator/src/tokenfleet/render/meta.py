@@ -29,6 +29,25 @@ SERVING_ROLE_LABEL = "tokenfleet.dev/serving-role"
 LLMD_ROLE_LABEL = "llm-d.ai/role"
 
 
+# spec.gpu.type auto: each GPU type's replicas are their own workload, its pods labelled
+# with the type (the controller counts them per type; the Service and pool select them all).
+GPU_TYPE_LABEL = "tokenfleet.dev/gpu-type"
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where and how many: the placement provider's labels (capacity/placement.py; None:
+    the operator's default), and for one GPU type of a spec.gpu.type auto fleet, its
+    replicas (`typed`: the workload is that type's own)."""
+
+    placement: str | None = None
+    replicas: int | None = None  # None: spec.replicas
+    typed: bool = False
+
+
+ANYWHERE = Place()  # the process's placement, spec.replicas, the LLMService's own workload
+
+
 @dataclass(frozen=True)
 class RoleRender:
     """One role's workload of a disaggregated LLMService: its engine role and replicas."""
@@ -60,20 +79,35 @@ def metadata(service: LLMService, name: str | None = None) -> dict[str, Any]:
     return {"name": name or service.name, "namespace": service.namespace, "labels": labels(service)}
 
 
-def role_selector(service: LLMService, role: RoleRender | None) -> dict[str, str]:
-    """matchLabels of one workload's pods: the LLMService's, and a disaggregated role's."""
-    if role is None:
-        return selector(service)
-    return {**selector(service), SERVING_ROLE_LABEL: role.name}
+def role_selector(
+    service: LLMService, role: RoleRender | None, gpu_type: str | None = None
+) -> dict[str, str]:
+    """matchLabels of one workload's pods: the LLMService's, a disaggregated role's, and a
+    GPU type's (spec.gpu.type auto)."""
+    out = selector(service)
+    if role is not None:
+        out[SERVING_ROLE_LABEL] = role.name
+    if gpu_type is not None:
+        out[GPU_TYPE_LABEL] = gpu_type
+    return out
 
 
-def workload_name(service: LLMService, plan: Plan, role: RoleRender | None = None) -> str:
+def workload_name(
+    service: LLMService, plan: Plan, role: RoleRender | None = None, typed: bool = False
+) -> str:
     """Deployment: the LLMService's name (`<name>-prefill` / `<name>-decode` for a role of
-    disaggregated serving). LeaderWorkerSet: that name + `-lws`, because the LWS controller
-    creates a headless Service named after the LWS (for its pods' DNS), and the
+    disaggregated serving; `<name>-<gpu type>` for one type of spec.gpu.type auto, dots as
+    dashes). LeaderWorkerSet: that name + `-lws`, because the LWS controller creates a
+    headless Service named after the LWS (for its pods' DNS, so a DNS label), and the
     client-facing Service already has the LLMService's name."""
     base = service.name if role is None else f"{service.name}-{role.name}"
+    if typed:
+        base = f"{base}-{type_suffix(plan.gpu.id)}"
     return base if plan.nodes_per_replica <= 1 else f"{base}-lws"
+
+
+def type_suffix(gpu_id: str) -> str:
+    return gpu_id.replace(".", "-")
 
 
 def plan_annotations(plan: Plan) -> dict[str, str]:

@@ -8,6 +8,7 @@ import posixpath
 from typing import Any, Literal
 
 from tokenfleet.api import LLMService
+from tokenfleet.capacity.placement import node_selection
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines import (
     PROGRAMS,
@@ -21,7 +22,16 @@ from tokenfleet.engines import (
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable, engine_image, gpu_vendor
 from tokenfleet.render import adapters as lora
 from tokenfleet.render import cache_affinity, timing
-from tokenfleet.render.meta import CACHE_MOUNT, ENGINE_CONTAINER, PORT_NAME, ROLE_LABEL, labels
+from tokenfleet.render.meta import (
+    ANYWHERE,
+    CACHE_MOUNT,
+    ENGINE_CONTAINER,
+    GPU_TYPE_LABEL,
+    PORT_NAME,
+    ROLE_LABEL,
+    Place,
+    labels,
+)
 from tokenfleet.render.simulate import simulated
 
 Role = Literal["server", "leader", "worker"]
@@ -118,11 +128,12 @@ def _env(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
     return [e for e in env if e["name"] not in names] + user
 
 
-def _resources(service: LLMService, plan: Plan) -> dict[str, Any]:
+def _resources(service: LLMService, plan: Plan, place: Place) -> dict[str, Any]:
     """GPUs from the plan; CPU and memory from spec.resources, else a modest default that
     leaves room on common GPU nodes (2 CPUs and 4 GiB + 6 GiB per GPU, requests only)."""
     gpus = gpus_per_pod(plan)
-    gpu_resource = service.spec.gpu.resource_name or plan.gpu.resource_name
+    chosen = node_selection(plan.gpu, place.placement).resource_name
+    gpu_resource = service.spec.gpu.resource_name or chosen
     requests: dict[str, Any] = {"cpu": str(max(2, 2 * gpus)), "memory": f"{4 + 6 * gpus}Gi"}
     limits: dict[str, Any] = {}
     if service.spec.resources is not None:
@@ -188,6 +199,7 @@ def engine_container(
     role: Role,
     images: ImageTable = DEFAULT_IMAGES,
     serving: ServingRole | None = None,
+    place: Place = ANYWHERE,
 ) -> dict[str, Any]:
     spec = service.spec
     info = engine_info(plan.engine)
@@ -225,7 +237,7 @@ def engine_container(
         port = serving.port if serving is not None else info.port
         container["ports"] = [{"name": PORT_NAME, "containerPort": port, "protocol": "TCP"}]
     container["env"] = _env(service, plan)
-    container["resources"] = _resources(service, plan)
+    container["resources"] = _resources(service, plan, place)
     container["volumeMounts"] = mounts
     container["securityContext"] = json.loads(json.dumps(CONTAINER_SECURITY))  # no YAML anchors
     if serves_http:
@@ -263,19 +275,42 @@ def _volumes(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
     return volumes + lora.volumes(service)
 
 
+def _affinity(
+    user: dict[str, Any] | None, expressions: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """spec.gpu.affinity with the GPU labels that take several values (capacity/placement.py)
+    required too: ANDed into each of the user's node selector terms (terms are ORed), or as
+    the one term when the user has none."""
+    if not expressions:
+        return user
+    out = json.loads(json.dumps(user or {}))  # a deep copy of plain JSON data
+    required = out.setdefault("nodeAffinity", {}).setdefault(
+        "requiredDuringSchedulingIgnoredDuringExecution", {}
+    )
+    terms = required.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        term["matchExpressions"] = [*term.get("matchExpressions", []), *expressions]
+    required["nodeSelectorTerms"] = terms
+    return dict(out)
+
+
 def pod_template(
     service: LLMService,
     plan: Plan,
     role: Role,
     images: ImageTable = DEFAULT_IMAGES,
     serving: ServingRole | None = None,
+    place: Place = ANYWHERE,
 ) -> dict[str, Any]:
     """One engine pod; `serving`: the role of disaggregated serving it runs (render/roles.py
-    adds what the role needs around the engine)."""
+    adds what the role needs around the engine); `place`: the GPU node labels' provider and,
+    for spec.gpu.type auto, the GPU type's label."""
     spec = service.spec
     info = engine_info(plan.engine)
     # The user's extra labels come after ours and cannot replace them (selectors use ours).
     pod_labels = {**labels(service), ROLE_LABEL: role}
+    if place.typed:
+        pod_labels[GPU_TYPE_LABEL] = plan.gpu.id
     pod_labels.update({k: v for k, v in spec.pod_template.labels.items() if k not in pod_labels})
     annotations = dict(spec.pod_template.annotations)
     if role != "worker":
@@ -288,9 +323,12 @@ def pod_template(
             }
         )
     gpu = spec.gpu
-    node_selector = {plan.gpu.node_label_key: plan.gpu.node_label_value, **gpu.node_selector}
+    selection = node_selection(plan.gpu, place.placement)
+    node_selector = {**selection.node_selector(), **gpu.node_selector}
+    affinity = _affinity(gpu.affinity, selection.expressions())
     if spec.engine.simulate:  # any node will do: no GPU node label on a kind cluster
         node_selector = dict(gpu.node_selector)
+        affinity = gpu.affinity
     pod: dict[str, Any] = {
         # Service links would put e.g. VLLM_PORT=tcp://... into the env of pods in a
         # namespace with a Service named "vllm", which vLLM reads as its own setting.
@@ -301,7 +339,7 @@ def pod_template(
         pod["nodeSelector"] = node_selector
     if gpu.tolerations:
         pod["tolerations"] = [t.to_dict() for t in gpu.tolerations]
-    affinity = cache_affinity.merged(gpu.affinity, cache_affinity.pod_affinity(service, plan))
+    affinity = cache_affinity.merged(affinity, cache_affinity.pod_affinity(service, plan))
     if affinity:
         pod["affinity"] = affinity
     template = spec.pod_template
@@ -314,7 +352,7 @@ def pod_template(
     # The model server never talks to the Kubernetes API: no token in its filesystem.
     pod["automountServiceAccountToken"] = False
     pod["securityContext"] = pod_security_context(service)
-    engine = engine_container(service, plan, role, images, serving)
+    engine = engine_container(service, plan, role, images, serving, place)
     fetch = lora.init_containers(
         service,
         engine["image"],

@@ -20,7 +20,7 @@ from tokenfleet.engines import ServingRole, engine_info
 from tokenfleet.engines.disagg import DECODE_PORT_OFFSET, SGLANG_BOOTSTRAP_PORT
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
 from tokenfleet.errors import UserError
-from tokenfleet.render.meta import RoleRender
+from tokenfleet.render.meta import Place, RoleRender
 from tokenfleet.render.routing import sidecar
 from tokenfleet.render.workload import workload
 
@@ -95,9 +95,14 @@ def check(service: LLMService, plan: Plan, routing_available: bool) -> None:
 
 
 def workloads(
-    service: LLMService, plan: Plan, images: ImageTable = DEFAULT_IMAGES
+    service: LLMService,
+    plan: Plan,
+    images: ImageTable = DEFAULT_IMAGES,
+    placement: str | None = None,
 ) -> list[dict[str, Any]]:
-    return [workload(service, p, images, role) for p, role in role_renders(service, plan)]
+    """`placement`: the provider of GPU node labels (capacity/placement.py)."""
+    place = Place(placement)
+    return [workload(service, p, images, role, place) for p, role in role_renders(service, plan)]
 
 
 def role_plans(plan: Plan) -> list[Plan]:
