@@ -265,6 +265,11 @@ BASE: dict[str, Any] = {
         ("lora", {"maxLoras": 1}),  # two pinned adapters in LORA_BASE
         ("lora", {"maxLoras": 2}),
         ("lora", {"loading": "static"}),
+        ("gpu", {"type": "auto", "candidates": [{"type": "l4"}, {"type": "l40s"}]}),
+        ("gpu", {"candidates": [{"type": "l4"}]}),
+        ("gpu", {"type": "auto", "pricePerHour": 1.0}),
+        ("gpu", {"type": "auto", "candidates": [{"type": "l4"}, {"type": "l4"}]}),
+        ("gpu", {"type": "auto", "candidates": [{"type": "l4", "maxCount": 2}]}),
     ],
 )
 def test_cel_and_python_agree(section: str, patch: dict[str, Any], validator: CrdValidator) -> None:

@@ -144,3 +144,74 @@ def test_plan_service_words_errors_and_warnings_for_the_yaml() -> None:
     with pytest.raises(PlanError) as error:
         plan_service(to_plan_request(service(gpu={"type": "h100-sxm", "tensorParallelSize": 3})))
     assert error.value.field == "spec.gpu.tensorParallelSize"
+
+
+# --- spec.gpu.type auto -------------------------------------------------------------------
+
+
+def test_auto_carries_the_candidates_with_their_prices_and_counts() -> None:
+    from tokenfleet.capacity.gpus import get_gpu
+
+    req = to_plan_request(service(gpu={"type": "auto", "candidates": [
+        {"type": "h100-sxm", "pricePerHour": 2.49, "maxCount": 8}, {"type": "l40s"}]}))  # fmt: skip
+    assert [(c.gpu.id, c.gpu.price_per_hour, c.max_count) for c in req.gpu_candidates] == [
+        ("h100-sxm", 2.49, 8),
+        ("l40s", get_gpu("l40s").price_per_hour, None),
+    ]
+    assert req.gpu.id == "h100-sxm"
+
+
+def test_auto_without_candidates_takes_the_operators_offers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tokenfleet.capacity import gpu_choice
+    from tokenfleet.capacity.gpus import get_gpu
+
+    offers = [gpu_choice.GpuCandidate(get_gpu("a100-80gb").with_price(1.5), 16)]
+    monkeypatch.setattr(gpu_choice, "OFFERS", offers)
+    monkeypatch.setattr("tokenfleet.api.planrequest.OFFERS", offers)
+    req = to_plan_request(service(gpu={"type": "auto"}))
+    assert req.gpu_candidates == tuple(offers)
+    # A listed candidate the operator offers takes the offer's price and count.
+    listed = to_plan_request(service(gpu={"type": "auto", "candidates": [{"type": "a100-80gb"}]}))
+    assert (listed.gpu_candidates[0].gpu.price_per_hour, listed.gpu_candidates[0].max_count) == (
+        1.5,
+        16,
+    )
+
+
+def test_auto_with_nothing_to_choose_from_says_where_to_list_types() -> None:
+    with pytest.raises(PlanError) as caught:
+        to_plan_request(service(gpu={"type": "auto"}))
+    assert str(caught.value).startswith(
+        "spec.gpu.candidates=[]: type auto chooses among candidates, and neither the spec nor "
+        "the operator (its GPU offers) lists any; list them"
+    )
+
+
+def test_no_candidate_that_serves_is_named_on_the_candidates_field() -> None:
+    from tokenfleet.api import plan_service
+
+    req = to_plan_request(service(gpu={"type": "auto", "candidates": [{"type": "l4"}]}))
+    with pytest.raises(PlanError) as caught:
+        plan_service(req)
+    assert str(caught.value).startswith("spec.gpu.candidates=l4: no candidate GPU type can serve")
+
+
+@pytest.mark.parametrize(
+    ("gpu", "message"),
+    [
+        ({"type": "l4", "candidates": [{"type": "l40s"}]},
+         "candidates are the types type auto chooses from"),
+        ({"type": "auto", "pricePerHour": 2.0, "candidates": [{"type": "l40s"}]},
+         "pricePerHour is the price of one type"),
+        ({"type": "auto", "candidates": [{"type": "l40s"}, {"type": "l40s"}]},
+         "candidates name a type twice (l40s)"),
+        ({"type": "auto", "candidates": [{"type": "h100-sxm-mig-9g"}]},
+         "spec.gpu.candidates[0].type='h100-sxm-mig-9g': not an allowed value"),
+    ],
+)  # fmt: skip
+def test_bad_candidates_are_refused_naming_the_rule(gpu: dict[str, Any], message: str) -> None:
+    with pytest.raises(Exception) as caught:
+        service(gpu=gpu)
+    assert message in str(caught.value)

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
-from tokenfleet.api.base import FREE_FORM, Rule, SpecModel, cel_rules, check
+from tokenfleet.api.base import FREE_FORM, Rule, SpecModel, cel_rules, check, section
 from tokenfleet.api.kubevalues import Labels, check_affinity
 
 # The GPU ids of the capacity catalog (tokenfleet.capacity.gpus.GPUS); a unit test keeps
@@ -59,6 +59,36 @@ CatalogGpuType = Annotated[
     AfterValidator(_catalog_gpu),
     WithJsonSchema({"type": "string", "enum": list(get_args(GpuType))}),
 ]
+AUTO = "auto"
+
+
+def _catalog_gpu_or_auto(value: str) -> str:
+    return value if value == AUTO else _catalog_gpu(value)
+
+
+# spec.gpu.type: a catalog type, or "auto" (the planner chooses among candidates).
+GpuTypeOrAuto = Annotated[
+    str,
+    AfterValidator(_catalog_gpu_or_auto),
+    WithJsonSchema({"type": "string", "enum": [AUTO, *get_args(GpuType)]}),
+]
+
+CANDIDATES_NEED_AUTO = Rule(
+    "!has(self.candidates) || size(self.candidates) == 0 || self.type == 'auto'",
+    "candidates are the types type auto chooses from",
+    "set type: auto, or remove candidates",
+)
+ONE_PRICE_NEEDS_ONE_TYPE = Rule(
+    "self.type != 'auto' || !has(self.pricePerHour)",
+    "pricePerHour is the price of one type, and type auto chooses among several",
+    "give each candidate its pricePerHour",
+)
+CANDIDATES_UNIQUE = Rule(
+    "!has(self.candidates) || self.candidates.all(c, "
+    "self.candidates.filter(d, d.type == c.type).size() == 1)",
+    "candidates name a type twice",
+    "list each type once",
+)
 
 TP_TIMES_PP_IS_COUNT = Rule(
     "!has(self.count) || !has(self.tensorParallelSize) || !has(self.pipelineParallelSize)"
@@ -90,15 +120,53 @@ class Toleration(SpecModel):
     toleration_seconds: int | None = None
 
 
+class GpuCandidateSpec(SpecModel):
+    """A GPU type spec.gpu.type auto may choose."""
+
+    type: CatalogGpuType
+    """Catalog GPU type (`tokenfleet gpus`), a MIG slice included."""
+    price_per_hour: float | None = Field(default=None, ge=0)
+    """Price of one GPU-hour of this type. Default: the catalog's (or the operator's offer)."""
+    max_count: int | None = Field(default=None, ge=1, le=100_000)
+    """Most GPUs of this type the cluster gives this LLMService; beyond it replicas go to the
+    next candidate. Default: no limit."""
+
+
+class GpuFallbackSpec(SpecModel):
+    """When the chosen type cannot be had (type auto)."""
+
+    unschedulable_seconds: int = Field(default=300, ge=1, le=86_400)
+    """An engine pod Unschedulable for want of its GPU this long moves new replicas to the
+    next candidate (the scheduled ones keep serving)."""
+    dwell_seconds: int = Field(default=600, ge=1, le=604_800)
+    """The least time on the next candidate before one replica tries the preferred type
+    again; when it schedules, new replicas return there."""
+
+
 class GpuSpec(SpecModel):
     """The GPU type and count. Unset counts are chosen by the capacity planner."""
 
     model_config = ConfigDict(
-        json_schema_extra=cel_rules(TP_TIMES_PP_IS_COUNT, TP_DIVIDES_COUNT, PP_DIVIDES_COUNT)
+        json_schema_extra=cel_rules(
+            TP_TIMES_PP_IS_COUNT,
+            TP_DIVIDES_COUNT,
+            PP_DIVIDES_COUNT,
+            CANDIDATES_NEED_AUTO,
+            ONE_PRICE_NEEDS_ONE_TYPE,
+            CANDIDATES_UNIQUE,
+        )
     )
 
-    type: CatalogGpuType
-    """GPU model; selects nodes by the catalog's node label (nvidia.com/gpu.product)."""
+    type: GpuTypeOrAuto
+    """GPU model (`tokenfleet gpus`), or auto: the planner picks the candidate with the lowest
+    GPU cost per good request (the cheapest fleet with workload.targetRequestsPerSecond).
+    Nodes are selected by the type's labels on the operator's placement provider (GFD's
+    nvidia.com/gpu.product unless the chart's gpuPlacement says gke, eks, eks-auto or aks)."""
+    candidates: list[GpuCandidateSpec] = Field(default_factory=list, max_length=16)
+    """With type auto: the types to choose from, each optionally with its price and maxCount.
+    Default: the operator's GPU offers (the chart's gpuCatalog.offers)."""
+    fallback: GpuFallbackSpec = section(GpuFallbackSpec)
+    """With type auto: moving replicas to the next candidate when the chosen type runs out."""
     count: int | None = Field(default=None, ge=1, le=64)
     """GPUs per replica. Default: the fewest that fit the model and meet the SLO."""
     tensor_parallel_size: int | None = Field(default=None, ge=1, le=64)
@@ -123,6 +191,11 @@ class GpuSpec(SpecModel):
 
     @model_validator(mode="after")
     def _counts(self) -> GpuSpec:
+        check(CANDIDATES_NEED_AUTO, not self.candidates or self.type == AUTO, f"type={self.type}")
+        check(ONE_PRICE_NEEDS_ONE_TYPE, self.type != AUTO or self.price_per_hour is None)
+        types = [c.type for c in self.candidates]
+        twice = sorted({t for t in types if types.count(t) > 1})
+        check(CANDIDATES_UNIQUE, not twice, ", ".join(twice))
         count, tp, pp = self.count, self.tensor_parallel_size, self.pipeline_parallel_size
         if count is not None and tp is not None and pp is not None:
             check(TP_TIMES_PP_IS_COUNT, tp * pp == count, f"{tp} * {pp} != {count}")

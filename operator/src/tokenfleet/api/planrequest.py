@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from tokenfleet.api.adapters import LoraSpec
 from tokenfleet.api.engine import EngineSpec
-from tokenfleet.api.gpu import GpuSpec
+from tokenfleet.api.gpu import AUTO, GpuSpec
 from tokenfleet.api.spec import LLMService
 from tokenfleet.api.workload import SloSpec, WorkloadSpec
 from tokenfleet.capacity.architecture import ModelArch, parse_config
@@ -31,6 +31,7 @@ from tokenfleet.capacity.catalog import load_model
 from tokenfleet.capacity.disagg.request import ServingRequest
 from tokenfleet.capacity.disagg.rules import check_pair, check_version
 from tokenfleet.capacity.errors import PlanError
+from tokenfleet.capacity.gpu_choice import OFFERS, GpuCandidate
 from tokenfleet.capacity.gpus import get_gpu
 from tokenfleet.capacity.lora import LoraRequest
 from tokenfleet.capacity.speculative import SpeculativeRequest
@@ -206,6 +207,8 @@ def plan_service(request: PlanRequest) -> Plan:
         planned = plan(request)
         check_fleet_size(planned, "spec.workload.targetRequestsPerSecond")
     except UserError as error:
+        if request.gpu_candidates and error.field == "gpu":  # no candidate can serve it
+            error = PlanError("spec.gpu.candidates", error.value, error.problem, error.fix)
         raise spec_error(error) from None
     # Warnings land in status.plan.warnings: word them for the YAML too.
     return dataclasses.replace(planned, warnings=tuple(map(spec_text, planned.warnings)))
@@ -215,12 +218,17 @@ def to_plan_request(service: LLMService, config: Mapping[str, Any] | None = None
     """`config` is the model's config.json when the caller resolved spec.model.configMapRef
     (or any other source); an inline spec.model.config wins over it."""
     spec = service.spec
-    tp, pp = _parallelism(service)
-    gpu = get_gpu(spec.gpu.type, field="spec.gpu.type").with_price(spec.gpu.price_per_hour)
+    candidates = _candidates(service)
+    tp, pp = _parallelism(service, candidates)
+    if candidates:
+        gpu = candidates[0].gpu
+    else:
+        gpu = get_gpu(spec.gpu.type, field="spec.gpu.type").with_price(spec.gpu.price_per_hour)
     arch = _architecture(service, config)
     request = PlanRequest(
         arch=arch,
         gpu=gpu,
+        gpu_candidates=candidates,
         engine=spec.engine.kind,
         engine_version=spec.engine.version,
         tensor_parallel_size=tp,
@@ -358,7 +366,36 @@ def _architecture(service: LLMService, config: Mapping[str, Any] | None) -> Mode
         ) from None
 
 
-def _parallelism(service: LLMService) -> tuple[int | None, int | None]:
+def _candidates(service: LLMService) -> tuple[GpuCandidate, ...]:
+    """spec.gpu.type auto: the types to choose from: spec.gpu.candidates, else the operator's
+    offers (capacity/gpu_choice.OFFERS). A candidate's price and maxCount default to the
+    offer's for its type, then to the catalog's price."""
+    gpu = service.spec.gpu
+    if gpu.type != AUTO:
+        return ()
+    offers = {o.gpu.id: o for o in OFFERS}
+    if not gpu.candidates:
+        if not offers:
+            raise UserError(
+                "spec.gpu.candidates",
+                "[]",
+                "type auto chooses among candidates, and neither the spec nor the operator "
+                "(its GPU offers) lists any",
+                "list them, e.g. candidates: [{type: l40s}, {type: h100-sxm}]",
+            )
+        return tuple(OFFERS)
+    out = []
+    for i, c in enumerate(gpu.candidates):
+        offer = offers.get(c.type)
+        base = offer.gpu if offer else get_gpu(c.type, field=f"spec.gpu.candidates[{i}].type")
+        count = c.max_count if c.max_count is not None else (offer.max_count if offer else None)
+        out.append(GpuCandidate(base.with_price(c.price_per_hour), count))
+    return tuple(out)
+
+
+def _parallelism(
+    service: LLMService, candidates: tuple[GpuCandidate, ...] = ()
+) -> tuple[int | None, int | None]:
     """Fold gpu.count into TP / PP: the planner takes TP and PP, count = TP x PP."""
     gpu = service.spec.gpu
     tp, pp, count = gpu.tensor_parallel_size, gpu.pipeline_parallel_size, gpu.count
@@ -392,7 +429,8 @@ def _parallelism(service: LLMService) -> tuple[int | None, int | None]:
             )
         return count // pp, pp
     # count alone: tensor parallel inside a node, pipeline stages across nodes.
-    per_node = min(get_gpu(gpu.type).gpus_per_node, gpu.max_per_node or count)
+    node = min(c.gpu.gpus_per_node for c in candidates) if candidates else None
+    per_node = min(node or get_gpu(gpu.type).gpus_per_node, gpu.max_per_node or count)
     if count <= per_node:
         return count, 1
     if count % per_node:

@@ -16,7 +16,7 @@ from tokenfleet.api.crd import open_api_schema
 BEGIN = "<!-- BEGIN GENERATED: tokenfleet crd -->"
 END = "<!-- END GENERATED -->"
 # Enums too long for a table cell, and where their values are listed instead.
-LONG_ENUMS = {"gpu.type": "catalog GPU (`tokenfleet gpus`)"}
+LONG_ENUMS = {"gpu.type": "catalog GPU (`tokenfleet gpus`) or `auto`"}
 
 
 def _type(path: str, node: dict[str, Any]) -> str:

@@ -16,7 +16,14 @@ from tokenfleet.api.serving_status import RoleAutoscalingStatus, ServingPlanStat
 
 Phase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
 ConditionType = Literal[
-    "Planned", "Ready", "Progressing", "Degraded", "Autoscaling", "SLOAttainable", "Routing"
+    "Planned",
+    "Ready",
+    "Progressing",
+    "Degraded",
+    "Autoscaling",
+    "SLOAttainable",
+    "Routing",
+    "GpuFallback",
 ]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -199,6 +206,55 @@ class AdapterStatus(StatusModel):
     """Loaded on n of m, or why not (the pod and the engine's answer)."""
 
 
+class GpuCandidateStatus(StatusModel):
+    """One candidate of spec.gpu.type auto, planned at its own best layout."""
+
+    type: str
+    price_per_hour: float | None = None
+    max_count: int | None = None
+    tensor_parallel_size: int | None = None
+    gpus_per_replica: int | None = None
+    goodput_per_replica: float | None = None
+    """Requests/s one replica of this type serves within the SLO."""
+    cost_per_million_good_requests: float | None = None
+    replicas: int | None = None
+    """With workload.targetRequestsPerSecond: the replicas of this type's fleet."""
+    total_gpus: int | None = None
+    fleet_cost_per_hour: float | None = None
+    problem: str | None = None
+    """Why the type was left out (does not fit, misses the SLO, beyond its maxCount, not
+    offered by the operator's placement provider)."""
+
+
+class GpuPlacementStatus(StatusModel):
+    """Replicas on one GPU type, and what the fallback remembers of it."""
+
+    type: str
+    replicas: int = 0
+    """Replicas the operator runs on this type now."""
+    ready: int | None = None
+    unavailable_since: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """Since when the type is out of capacity (its pods stayed Unschedulable); absent when
+    it is not."""
+    held: int | None = None
+    """Replicas it keeps while out of capacity (those that were scheduled)."""
+    reason: str | None = None
+
+
+class GpuStatus(StatusModel):
+    """spec.gpu.type auto: the type the planner chose, and where the replicas run."""
+
+    chosen: str | None = None
+    runner_up: str | None = None
+    ranking: str | None = None
+    """per-request (GPU cost per good request) or fleet (cheapest fleet at the target rate)."""
+    reason: str | None = None
+    candidates: list[GpuCandidateStatus] = Field(default_factory=list)
+    growth: str | None = None
+    """The type the next replica goes to (the chosen one unless it fell back)."""
+    placement: list[GpuPlacementStatus] = Field(default_factory=list)
+
+
 class LLMServiceStatus(StatusModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -214,6 +270,7 @@ class LLMServiceStatus(StatusModel):
     selector: str | None = None
     """Label selector of the engine pods, as a string (for the scale subresource / HPA)."""
     plan: PlanStatus | None = None
+    gpu: GpuStatus | None = None
     endpoint: str | None = None
     """In-cluster OpenAI base URL (http://NAME.NAMESPACE.svc:PORT/v1)."""
     retained_claims: list[str] = Field(default_factory=list)

@@ -35,6 +35,11 @@ class GpuCandidate:
     max_count: int | None = None  # most GPUs of this type the cluster gives (None: no limit)
 
 
+# The cluster's offers (the operator's GPU catalog overlay, `offers:`): what spec.gpu.type
+# auto chooses from when its spec names no candidates. Set once at start-up.
+OFFERS: list[GpuCandidate] = []
+
+
 @dataclass(frozen=True)
 class Ranked:
     """One candidate, planned: its best layout and cost, or why it was left out."""

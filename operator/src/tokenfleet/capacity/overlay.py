@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from tokenfleet.capacity.gpu_choice import OFFERS, GpuCandidate
 from tokenfleet.capacity.gpus import GPU, GPUS
 from tokenfleet.capacity.mig import slices
 from tokenfleet.errors import UserError
@@ -111,12 +112,47 @@ def _changes(gpu_id: str, fields: Any) -> dict[str, Any]:
     return changes
 
 
+OFFER_FIELDS = ("type", "pricePerHour", "maxCount")
+
+
+def parse_offers(data: Any, catalog: Mapping[str, GPU]) -> tuple[GpuCandidate, ...]:
+    """`offers`: the GPU types this cluster offers, in order of preference, each with an
+    optional price and maxCount: what spec.gpu.type auto chooses from when its spec lists no
+    candidates (capacity/gpu_choice.py)."""
+    offers = data.get("offers") or []
+    if not isinstance(offers, list):
+        raise UserError("offers", offers, "expected a list", "write offers: [{type: l4}, ...]")
+    out: list[GpuCandidate] = []
+    for i, offer in enumerate(offers):
+        where = f"offers[{i}]"
+        if not isinstance(offer, Mapping) or set(offer) - set(OFFER_FIELDS):
+            raise UserError(where, offer, f"expected a mapping of {', '.join(OFFER_FIELDS)}",
+                            "e.g. {type: h100-sxm, pricePerHour: 2.49, maxCount: 16}")  # fmt: skip
+        gpu_id = str(offer.get("type"))
+        if gpu_id not in catalog:
+            raise UserError(f"{where}.type", gpu_id, "is not a GPU type of the catalog",
+                            f"use one of {', '.join(catalog)} or add it under gpus")  # fmt: skip
+        if any(c.gpu.id == gpu_id for c in out):
+            raise UserError(f"{where}.type", gpu_id, "is offered twice", "list each type once")
+        price = offer.get("pricePerHour")
+        if price is not None:
+            price = _value(f"{where}.pricePerHour", "pricePerHour", price)
+        count = offer.get("maxCount")
+        if count is not None and (
+            isinstance(count, bool) or not isinstance(count, int) or count < 1
+        ):
+            raise UserError(f"{where}.maxCount", count, "must be a whole number >= 1",
+                            "give the most GPUs of this type the cluster has")  # fmt: skip
+        out.append(GpuCandidate(catalog[gpu_id].with_price(price), count))
+    return tuple(out)
+
+
 def parse_overlay(data: Any, catalog: Mapping[str, GPU] = GPUS) -> dict[str, GPU]:
     """The overlaid and added GPUs by id; one UserError naming the first bad entry."""
-    if not isinstance(data, Mapping) or set(data) - {"gpus"}:
+    if not isinstance(data, Mapping) or set(data) - {"gpus", "offers"}:
         raise UserError(
-            "gpu catalog", type(data).__name__, "expected a mapping with one key, gpus",
-            "write gpus: {<gpu id>: {pricePerHour: ...}}",
+            "gpu catalog", type(data).__name__, "expected a mapping of gpus and offers",
+            "write gpus: {<gpu id>: {pricePerHour: ...}}, offers: [{type: <gpu id>}, ...]",
         )  # fmt: skip
     gpus = data.get("gpus") or {}
     if not isinstance(gpus, Mapping):
@@ -144,11 +180,15 @@ def parse_overlay(data: Any, catalog: Mapping[str, GPU] = GPUS) -> dict[str, GPU
 
 
 def apply_overlay(data: Any) -> list[str]:
-    """Overlay the process-wide catalog; returns the ids changed or added. The MIG slices of
-    a changed GPU follow it (price, bandwidth...), unless the overlay names them too."""
+    """Overlay the process-wide catalog and set its offers; returns the ids changed or
+    added. The MIG slices of a changed GPU follow it (price, bandwidth...), unless the
+    overlay names them too."""
     changed = parse_overlay(data)
-    GPUS.update(changed)
-    for derived in slices({k: GPUS[k] for k in changed}):
+    catalog = {**GPUS, **changed}
+    for derived in slices({k: catalog[k] for k in changed}):
         if derived.id not in changed:
-            GPUS[derived.id] = derived
+            catalog[derived.id] = derived
+    offers = parse_offers(data, catalog)  # before any change: all or nothing
+    GPUS.update(catalog)
+    OFFERS[:] = offers
     return sorted(changed)
