@@ -139,8 +139,14 @@ def test_observe_counts_replicas_per_type_and_the_oldest_gpu_shortage() -> None:
     ]  # fmt: skip
     gone = _deleted(_pod("h100-sxm", "server", None, **pending("1", NO_ROOM)))
     seen = observe([*pods, gone], "tokenfleet.dev/gpu-type", float)
-    assert seen["h100-sxm"] == TypeObserved(0, 1, 1, 40.0, NO_ROOM)
-    assert seen["l40s"] == TypeObserved(0, 0, 0, None, "")  # an unbound claim: no GPU missing
+    assert seen["h100-sxm"] == TypeObserved(0, 1, 1, 40.0, NO_ROOM, pending=2)
+    # An unbound claim is no missing GPU: pending, but no deadline runs.
+    assert seen["l40s"] == TypeObserved(0, 0, 0, None, "", pending=1)
+
+
+def test_a_pod_not_yet_marked_unschedulable_is_looked_at_again_soon() -> None:
+    p = decide(TWO, 1, {"h100-sxm": TypeObserved(1, 0, 0, pending=1)}, [], 0.0, S)
+    assert p.next_check_seconds == S.poll_seconds and p.fallback is None
 
 
 def _deleted(pod: dict[str, Any]) -> dict[str, Any]:

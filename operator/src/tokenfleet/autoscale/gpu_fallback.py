@@ -48,6 +48,7 @@ class TypeObserved:
     # Earliest lastTransitionTime of a pod of this type Unschedulable for want of its GPU.
     unschedulable_since: float | None = None
     unschedulable_message: str = ""
+    pending: int = 0  # replicas whose pod is not bound to a node yet
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class TypeState:
 class Settings:
     unschedulable_seconds: float = 300.0
     dwell_seconds: float = 600.0
+    # A pod not bound yet and not (yet) marked Unschedulable: look again this soon.
+    poll_seconds: float = 15.0
 
 
 DEFAULTS = Settings()
@@ -244,6 +247,8 @@ def _next_check(
         o, st = seen[c.gpu], states[c.gpu]
         if o.unschedulable_since is not None:
             due.append(o.unschedulable_since + s.unschedulable_seconds - now)
+        elif o.pending:
+            due.append(min(s.poll_seconds, s.unschedulable_seconds))
         if st.short_since is not None:
             due.append(st.short_since + s.dwell_seconds - now)
     future = [d for d in due if d > 0]
@@ -276,11 +281,15 @@ def observe(
         gpu = (meta.get("labels") or {}).get(type_label)
         if not gpu:
             continue
-        c = counts.setdefault(gpu, {"scheduled": 0, "ready": 0, "since": None, "why": ""})
+        c = counts.setdefault(
+            gpu, {"scheduled": 0, "ready": 0, "since": None, "why": "", "pending": 0}
+        )
         conditions = {k.get("type"): k for k in (pod.get("status") or {}).get("conditions") or []}
         serving = (meta.get("labels") or {}).get("tokenfleet.dev/role") in ("server", "leader")
-        if (pod.get("spec") or {}).get("nodeName") and serving:
+        if serving and (pod.get("spec") or {}).get("nodeName"):
             c["scheduled"] += 1
+        elif serving:
+            c["pending"] += 1
         if serving and (conditions.get("Ready") or {}).get("status") == "True":
             c["ready"] += 1
         sched = conditions.get("PodScheduled") or {}
@@ -294,6 +303,6 @@ def observe(
             if at is not None and (c["since"] is None or at < c["since"]):
                 c["since"], c["why"] = at, message[:200]
     return {
-        gpu: TypeObserved(0, c["scheduled"], c["ready"], c["since"], c["why"])
+        gpu: TypeObserved(0, c["scheduled"], c["ready"], c["since"], c["why"], c["pending"])
         for gpu, c in counts.items()
     }

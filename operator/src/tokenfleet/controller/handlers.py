@@ -122,11 +122,18 @@ class Drift:
         return frozenset(self._timers)
 
     def after(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        """Degraded while waiting on something else (a CRD, a ConfigMap): look again soon."""
+        """Degraded while waiting on something else (a CRD, a ConfigMap), or a GPU type's
+        deadline or dwell coming due (spec.gpu.type auto): look again then."""
+        delays = []
         for cond in status.get("conditions") or []:
             degraded = cond.get("type") == "Degraded" and cond.get("status") == "True"
             if degraded and cond.get("reason") in WAITING_REASONS:
-                self.later(namespace, name, self._recheck_seconds)
+                delays.append(self._recheck_seconds)
+        gpu = self._reconciler.recheck_in(namespace, name)
+        if gpu is not None:
+            delays.append(gpu)
+        if delays:
+            self.later(namespace, name, min(delays))
 
     def start(self) -> None:
         self._resync = asyncio.create_task(self._resync_loop())

@@ -23,7 +23,7 @@ import kopf
 
 from tokenfleet.api import API_VERSION, KIND, LLMService, PlanStatus, parse_llmservice, plan_service
 from tokenfleet.capacity.types import Plan
-from tokenfleet.controller import ownership
+from tokenfleet.controller import gpu_placement, ownership
 from tokenfleet.controller import status as st
 from tokenfleet.controller.events import PostEvent
 from tokenfleet.controller.kube import ApiError, KubeClient
@@ -41,6 +41,7 @@ from tokenfleet.render.desired import (
     desired,
     model_config,
 )
+from tokenfleet.render.meta import GPU_TYPE_LABEL
 from tokenfleet.render.routing import DEFAULT_PICKER_ROLE
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "tokenfleet"}
@@ -167,13 +168,22 @@ class Reconciler:
     # generation whose manifests passed a server-side dry-run, per LLMService
     _verified: dict[tuple[str, str], int] = field(default_factory=dict)
     # generation after whose apply stale objects were pruned, per LLMService
-    _pruned: dict[tuple[str, str], int] = field(default_factory=dict)
+    _pruned: dict[tuple[str, str], tuple[int, frozenset[tuple[str, str]]]] = field(
+        default_factory=dict
+    )
     # consecutive transient API failures per LLMService (the backoff and ApplyRetrying)
     _failures: dict[tuple[str, str], int] = field(default_factory=dict)
     # derived object names per LLMService, across LLMServices (controller/names.py)
     names: NameClaims = field(default_factory=NameClaims)
     # uid per LLMService the watch saw deleted: a pass in flight writes nothing more for it
     _deleted: dict[tuple[str, str], str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time  # the fallback's deadlines (spec.gpu.type auto)
+    # seconds until an LLMService's fallback wants another look (controller/gpu_placement.py)
+    _rechecks: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def recheck_in(self, namespace: str, name: str) -> float | None:
+        """When the last pass asked to be run again (a GPU deadline or dwell), if it did."""
+        return self._rechecks.get((namespace, name))
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self._locks.setdefault((namespace, name), asyncio.Lock())
@@ -192,6 +202,7 @@ class Reconciler:
         self._verified.pop((namespace, name), None)
         self._pruned.pop((namespace, name), None)
         self._failures.pop((namespace, name), None)
+        self._rechecks.pop((namespace, name), None)
         self.names.forget((namespace, name))
         for key in self._owned_keys.pop((namespace, name), set()):
             self.written.pop(key, None)
@@ -349,6 +360,8 @@ class Reconciler:
             )
         self._record_scale(previous, new_status)
         self._post_events(body, previous, new_status, generation)
+        for warning, reason, message in observed.events:
+            _post(kopf.warn if warning else kopf.info, body, reason, message)
         if corrected and previous.get("observedGeneration") == generation:
             # Same spec, yet our apply changed objects: someone edited or deleted them.
             _post(kopf.info, body, "DriftCorrected", "re-applied " + ", ".join(corrected))
@@ -365,7 +378,13 @@ class Reconciler:
         namespace, name = meta["namespace"], meta["name"]
         generation = int(meta.get("generation") or 0)
         inputs = await self._inputs(body)
-        state = await self._desired(inputs)
+        seen = await gpu_placement.observe_cluster(
+            self.kube, inputs.service, body.get("status") or {}, self.clock()
+        )
+        decider = (
+            None if seen is None else gpu_placement.Decider(seen, inputs.service.spec.replicas)
+        )
+        state = await self._desired(inputs, decider)
         planned = planned_condition(state.plan)
         owned = await self._preconditions(body, inputs, state.manifests, planned)
         # Planning and the dry-run take time: a delete meanwhile must not be undone by
@@ -374,15 +393,57 @@ class Reconciler:
         applied = await self._write(body, owned, corrected)
         logger.debug("applied %d manifests for %s/%s", len(applied), namespace, name)
         observed = _observe(applied, generation, planned, state.plan, namespace)
-        if self._pruned.get((namespace, name)) != generation:
-            # Once per generation (and after a restart): only a spec change stops a kind
-            # from being rendered; drift passes of the same spec have nothing to prune.
+        rendered = frozenset((m["kind"], m["metadata"]["name"]) for m in owned)
+        if self._pruned.get((namespace, name)) != (generation, rendered):
+            # Once per generation (and after a restart), or when the set of objects changed
+            # within one (spec.gpu.type auto moved replicas off a GPU type): a drift pass of
+            # the same objects has nothing to prune.
             note = await self._prune(body, owned, inputs, corrected)
+            self._pruned[(namespace, name)] = (generation, rendered)
             observed = dataclasses.replace(observed, extra=note)
         autoscaling = autoscaling_condition(inputs.service, body)
         if autoscaling is not None:
             observed = dataclasses.replace(observed, autoscaling=autoscaling)
+        observed = self._gpu_observed(observed, state.plan, decider, body)
         return dataclasses.replace(observed, routing=inputs.routing.condition)
+
+    def _gpu_observed(
+        self,
+        observed: st.Observed,
+        plan: Plan,
+        decider: gpu_placement.Decider | None,
+        body: Mapping[str, Any],
+    ) -> st.Observed:
+        """status.gpu, the GpuFallback condition and Events of spec.gpu.type auto; when the
+        spec went back to one type, the condition says so (status.gpu is dropped)."""
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        self._rechecks.pop(key, None)
+        if plan.choice is None:
+            had = any(
+                c.get("type") == gpu_placement.CONDITION
+                for c in (body.get("status") or {}).get("conditions") or []
+            )
+            if not had:
+                return observed
+            fixed = st.Condition(
+                gpu_placement.CONDITION, False, "FixedType", "spec.gpu.type names one type"
+            )
+            return dataclasses.replace(observed, gpu_fallback=fixed)
+        placement = decider.placement if decider is not None else None
+        seen = decider.seen if decider is not None else None
+        extra = {**observed.extra, "gpu": gpu_placement.gpu_status(plan, placement, seen)}
+        if placement is None:
+            return dataclasses.replace(observed, extra=extra)
+        if placement.next_check_seconds is not None:
+            self._rechecks[key] = placement.next_check_seconds
+        events = tuple((e.warning, e.reason, e.message) for e in placement.events)
+        return dataclasses.replace(
+            observed,
+            extra=extra,
+            gpu_fallback=gpu_placement.condition(placement),
+            events=events,
+        )
 
     async def _inputs(self, body: Mapping[str, Any]) -> _Inputs:
         """The spec, the model config it points to, and what the cluster serves."""
@@ -399,7 +460,9 @@ class Reconciler:
         cluster = Cluster(monitoring, lws, routing.available, steps.images, steps.picker_role)
         return _Inputs(service, config, cluster, routing)
 
-    async def _desired(self, inputs: _Inputs) -> Desired:
+    async def _desired(
+        self, inputs: _Inputs, decider: gpu_placement.Decider | None = None
+    ) -> Desired:
         """Plan and render off the event loop; a failure or a refusal is Refused."""
         steps, lws = self.pipeline, inputs.cluster.lws
 
@@ -419,7 +482,9 @@ class Reconciler:
         service, config, cluster = inputs.service, inputs.config, inputs.cluster
         try:
             state = await off_loop(
-                lambda: desired(service, config, cluster, plan=steps.plan, admit=admit),
+                lambda: desired(
+                    service, config, cluster, plan=steps.plan, admit=admit, split=decider
+                ),
                 self.step_seconds,
             )
         except (StepFailed, TooSlow) as error:
@@ -493,8 +558,7 @@ class Reconciler:
         corrected: list[str],
     ) -> dict[str, Any]:
         """Delete what this generation no longer renders; status.retainedClaims."""
-        meta = body["metadata"]
-        namespace, name = meta["namespace"], meta["name"]
+        namespace = body["metadata"]["namespace"]
         cluster = inputs.cluster
         served = {LWS_API: cluster.lws, MONITORING_API: cluster.monitoring}
         pruned = await ownership.prune(self.kube, body, owned, {**served, **inputs.routing.served})
@@ -502,7 +566,6 @@ class Reconciler:
             kind, _, obj_name = deleted.partition("/")
             self.forget_object(kind, namespace, obj_name)
             corrected.append(f"{deleted} (deleted: no longer rendered)")
-        self._pruned[(namespace, name)] = int(meta.get("generation") or 0)
         return retained_note(pruned.retained, body.get("status") or {})
 
     async def _still_there(self, body: Mapping[str, Any]) -> None:
@@ -658,14 +721,18 @@ def _observe(
     plan: Plan,
     namespace: str,
 ) -> st.Observed:
-    workload = next((o for o in applied if o.get("kind") in WORKLOAD_KINDS), None)
+    workloads = [o for o in applied if o.get("kind") in WORKLOAD_KINDS]
+    # spec.gpu.type auto: one engine workload per GPU type, labelled with it; else the first.
+    typed = [w for w in workloads if GPU_TYPE_LABEL in (w["metadata"].get("labels") or {})]
+    engines = typed or workloads[:1]
     service = next((o for o in applied if o.get("kind") == "Service"), None)
     replicas = ready = None
     selector = None
-    if workload is not None:
-        replicas = int((workload.get("spec") or {}).get("replicas", 1))
-        ready = int((workload.get("status") or {}).get("readyReplicas") or 0)
-        selector = _selector(workload)
+    if engines:
+        replicas = sum(int((w.get("spec") or {}).get("replicas", 1)) for w in engines)
+        ready = sum(int((w.get("status") or {}).get("readyReplicas") or 0) for w in engines)
+        owner = engines[0]["metadata"].get("labels", {}).get(INSTANCE_LABEL)
+        selector = f"{INSTANCE_LABEL}={owner}" if typed else _selector(engines[0])
     endpoint = None
     if service is not None:
         ports = (service.get("spec") or {}).get("ports") or [{}]

@@ -19,11 +19,12 @@ CONDITION_TYPES = (
     "Autoscaling",
     "SLOAttainable",
     "Routing",
+    "GpuFallback",
 )
 # Keys the reconciler writes that must disappear when a reconcile no longer produces them
 # (a spec turned invalid has no plan and serves no endpoint). replicas / readyReplicas /
 # selector stay as last seen: the workload keeps running and the scale subresource reads them.
-RECONCILER_REMOVABLE = frozenset({"endpoint", "plan"})
+RECONCILER_REMOVABLE = frozenset({"endpoint", "plan", "gpu"})
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,10 @@ class Observed:
     endpoint: str | None = None
     autoscaling: Condition | None = None  # None: leave the autoscaler's condition as it is
     routing: Condition | None = None  # spec.routing (controller.routing)
+    gpu_fallback: Condition | None = None  # spec.gpu.type auto (controller.gpu_placement)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # (warning, reason, message) to post once the status is written
+    events: tuple[tuple[bool, str, str], ...] = ()
 
 
 def now_iso() -> str:
@@ -102,6 +106,8 @@ def conditions_for(observed: Observed) -> list[Condition]:
         updates.append(observed.autoscaling)
     if observed.routing is not None:
         updates.append(observed.routing)
+    if observed.gpu_fallback is not None:
+        updates.append(observed.gpu_fallback)
     if observed.planned is not None:
         updates.append(observed.planned)
     if is_ready:
