@@ -45,6 +45,7 @@ from typing import Any, get_args
 import kopf
 
 from tokenfleet.api.spec import LLMServiceSpec
+from tokenfleet.autoscale import type_capacity
 from tokenfleet.autoscale.attainability import Ceiling
 from tokenfleet.autoscale.policy import decide as policy_decide
 from tokenfleet.autoscale.prometheus import PrometheusError
@@ -476,6 +477,10 @@ class Autoscalers:
             return None
         self._waiting.pop(key, None)
         now = self._clock()
+        # A fleet over several GPU types: each type's replicas count with their own goodput.
+        mixed = type_capacity.from_status(status)
+        if mixed is not None:
+            predicted = type_capacity.per_replica(mixed[0])
         history = self._histories.get(key) or rebuild_history(
             status.get("autoscaling") or {}, float(predicted)
         )
@@ -538,6 +543,12 @@ class Autoscalers:
             policy_decide, ceiling=ceiling, mix_capacity=feed
         )
         decision = decide(spec, current, observation.signals if observation else None, history, now)
+        if mixed is not None:
+            bounds = (current.min_replicas, current.max_replicas)
+            moved = type_capacity.replicas_for(
+                decision.desired, current.desired, mixed[0], mixed[1], bounds
+            )
+            decision = dataclasses.replace(decision, desired=moved)
         if failure is not None and decision.held in DATA_HOLDS:
             # The hold says why: what Prometheus did, not only that data is missing.
             decision = dataclasses.replace(decision, reason=f"{decision.reason}: {failure}")
