@@ -78,7 +78,11 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     # The flags that say what an LLMService says default to None: a flag not given leaves
     # the replayed resource's value (-f) or the default LLMService's (fleetsim.run).
     p.add_argument("--model", help="catalog id (default: meta-llama/Llama-3.1-8B)")
-    p.add_argument("--gpu", help="GPU type (tokenfleet gpus; default: l40s)")
+    p.add_argument(
+        "--gpu",
+        help="GPU type (tokenfleet gpus; default: l40s), or several (l40s,h100-sxm; each may "
+        "carry its price, h100-sxm=2.49) to replay the trace on each at its own best layout",
+    )
     p.add_argument("--engine", choices=("vllm", "sglang"), help="default: vllm")
     p.add_argument("--max-model-len", type=int, help="default: 8192")
     p.add_argument("--ttft-slo-ms", type=float, help=f"default: {DEFAULT_TTFT_SLO_MS:g}")
@@ -181,6 +185,8 @@ def _replayed(args: argparse.Namespace) -> tuple[Any, Any]:
                 )
         request, spec = _from_service(args.filename)
         return request, with_flags(spec, **flags)
+    if "gpu" in flags:  # --gpu a,b: the spec names the first; the request all (plan --gpu)
+        flags["gpu"] = str(flags["gpu"]).split(",")[0].partition("=")[0].strip()
     spec = with_flags(default_spec(), **flags)
     from tokenfleet.commands.plan import request_from_args
 
@@ -206,7 +212,9 @@ def _from_service(path: str) -> tuple[Any, Any]:
         raise RuntimeError(f"{path}: the plan lost its request")
     # The context replayed is the one its plan serves (the spec may leave it to the plan).
     workload = spec.workload.model_copy(update={"max_model_len": p.max_model_len})
-    return pin_layout(p.request, p), spec.model_copy(update={"workload": workload})
+    # spec.gpu.type auto: the replay runs the type the planner chose.
+    gpu = spec.gpu.model_copy(update={"type": p.gpu.id, "candidates": []})
+    return pin_layout(p.request, p), spec.model_copy(update={"workload": workload, "gpu": gpu})
 
 
 def options(args: argparse.Namespace) -> Any:
@@ -267,8 +275,26 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_output_file("--plot", args.plot, ".png")
     replay = options(args)
+    several = replay.request is not None and replay.request.gpu_candidates
+    if several and (args.plot or args.routing == "compare"):
+        raise PlanError(
+            "--gpu",
+            args.gpu,
+            "names several types, and --plot / --routing compare show one",
+            "run those with one --gpu type",
+        )
     trace = load(args.trace, args.seed, args.strict)
     policies = _policies(args.policy)
+    if several:  # --gpu a,b,c: the same replay on each type
+        from tokenfleet.commands import autoscale_sim_gpus as by_gpu
+
+        runs = by_gpu.run_types(trace, replay, policies, args.frontier)
+        if args.output == "json":
+            json.dump(by_gpu.to_json(runs), sys.stdout, indent=2)
+            print()
+        else:
+            print(by_gpu.table(runs))
+        return 0
     setup, results = simulate(trace, replay, policies)
     by_routing = {replay.routing: results}
     if args.routing == "compare":
