@@ -14,9 +14,16 @@ import datetime
 from typing import Any
 
 import jsonschema
-from operator_harness import NAMESPACE, StartOperator, eventually
-from test_operator import DEPLOYMENTS, crd_status_schema, create, engine_args, events, llms
 
+from tests.support.cluster_objects import (
+    DEPLOYMENTS,
+    crd_status_schema,
+    create,
+    engine_args,
+    events,
+    llms,
+)
+from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 from tokenfleet.testing.kmock_cluster import Cluster
 
 NAME = "chat"
