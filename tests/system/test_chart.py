@@ -273,8 +273,10 @@ def test_a_new_gpu_type_joins_the_templated_crd() -> None:
     templated = of_kind(render({**values, "crds": {"templated": True}}), "CustomResourceDefinition")
     (crd,) = [c for c in templated if c["metadata"]["name"] == "llmservices.tokenfleet.dev"]
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    enum = schema["properties"]["spec"]["properties"]["gpu"]["properties"]["type"]["enum"]
-    assert enum == [*GPU_IDS, "rtx-pro-6000"]
+    gpu = schema["properties"]["spec"]["properties"]["gpu"]["properties"]
+    assert gpu["type"]["enum"] == ["auto", *GPU_IDS, "rtx-pro-6000"]
+    # ... and the types spec.gpu.type auto may choose among.
+    assert gpu["candidates"]["items"]["properties"]["type"]["enum"] == [*GPU_IDS, "rtx-pro-6000"]
 
 
 def test_templated_crds_equal_the_crds_folder_and_are_kept() -> None:

@@ -23,7 +23,11 @@ def test_overlay_changes_only_the_named_fields() -> None:
 @pytest.mark.parametrize(
     ("data", "needle"),
     [
-        ([], "expected a mapping with one key"),
+        ([], "expected a mapping of gpus and offers"),
+        ({"offers": [{"type": "h100"}]}, "offers[0].type=h100: is not a GPU type of the catalog"),
+        ({"offers": [{"type": "l4"}, {"type": "l4"}]}, "offers[1].type=l4: is offered twice"),
+        ({"offers": [{"type": "l4", "maxCount": 0}]}, "offers[0].maxCount=0: must be a whole"),
+        ({"offers": [{"type": "l4", "price": 1}]}, "expected a mapping of type, pricePerHour"),
         ({"gpus": {"rtx-9090": {"pricePerHour": 1}}}, "add name, memoryGib, bandwidthGbps"),
         ({"gpus": {"RTX_9090": {}}}, "not a valid GPU id"),
         ({"gpus": {"l4": {"price": 1}}}, "gpus.l4.price=1: unknown field"),
@@ -102,3 +106,18 @@ def test_a_new_gpu_type_is_planned_and_parsed_after_the_overlay(
     pod = deployment["spec"]["template"]["spec"]
     assert pod["nodeSelector"]["nvidia.com/gpu.product"] == NEW_GPU["nodeLabelValue"]
     assert pod["containers"][0]["image"].startswith("vllm/vllm-openai:v")
+
+
+def test_offers_are_what_type_auto_chooses_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokenfleet.capacity import gpu_choice, overlay
+
+    monkeypatch.setattr(overlay, "GPUS", dict(GPUS))
+    offers: list[gpu_choice.GpuCandidate] = []
+    monkeypatch.setattr(overlay, "OFFERS", offers)
+    apply_overlay({"gpus": {"l40s": {"pricePerHour": 1.2}},
+                   "offers": [{"type": "h100-sxm", "pricePerHour": 2.49, "maxCount": 16},
+                              {"type": "l40s"}]})  # fmt: skip
+    assert [(o.gpu.id, o.gpu.price_per_hour, o.max_count) for o in offers] == [
+        ("h100-sxm", 2.49, 16),
+        ("l40s", 1.2, None),  # the overlay's price for the type
+    ]

@@ -176,6 +176,7 @@ def parse_overlay(data: Any, catalog: Mapping[str, GPU] = GPUS) -> dict[str, GPU
                 f"add {', '.join(missing)}",
             )  # fmt: skip
         out[gpu_id] = GPU(id=gpu_id, **changes)
+    parse_offers(data, {**catalog, **out})  # the offers name types of this catalog
     return out
 
 
