@@ -13,8 +13,9 @@ import pytest
 from test_manifests_validate import VERSIONS, run_validator
 
 from tokenfleet.api import parse_llmservice
-from tokenfleet.capacity import PlanError, get_gpu
+from tokenfleet.capacity import get_gpu
 from tokenfleet.capacity.placement import PROVIDERS, node_selection
+from tokenfleet.errors import UserError
 from tokenfleet.render.desired import Cluster, desired
 
 TYPES = (
@@ -42,7 +43,7 @@ def _deployments(provider: str) -> list[dict[str, Any]]:
     for gpu in TYPES:
         try:
             node_selection(get_gpu(gpu), provider)
-        except PlanError:
+        except UserError:
             continue
         for affinity in (None, USER_AFFINITY):
             spec: dict[str, Any] = {

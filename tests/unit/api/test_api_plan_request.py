@@ -181,7 +181,7 @@ def test_auto_without_candidates_takes_the_operators_offers(
 
 
 def test_auto_with_nothing_to_choose_from_says_where_to_list_types() -> None:
-    with pytest.raises(PlanError) as caught:
+    with pytest.raises(UserError) as caught:
         to_plan_request(service(gpu={"type": "auto"}))
     assert str(caught.value).startswith(
         "spec.gpu.candidates=[]: type auto chooses among candidates, and neither the spec nor "

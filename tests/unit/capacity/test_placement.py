@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from tokenfleet.capacity import PlanError, get_gpu
+from tokenfleet.capacity import get_gpu
 from tokenfleet.capacity.placement import PROVIDERS, configure, default_provider, node_selection
+from tokenfleet.errors import UserError
 
 ROWS = [
     # (provider, gpu, labels, resource)
@@ -57,7 +58,7 @@ def test_each_provider_selects_the_type_by_its_own_labels(
 def test_a_type_the_provider_does_not_offer_is_refused_with_the_fix(
     provider: str, gpu: str
 ) -> None:
-    with pytest.raises(PlanError) as caught:
+    with pytest.raises(UserError) as caught:
         node_selection(get_gpu(gpu), provider)
     text = str(caught.value)
     assert text.startswith(f"gpu={gpu}: is not a GPU type {provider} nodes are known to carry")
@@ -72,7 +73,7 @@ def test_an_overlay_mapping_wins_over_the_provider() -> None:
 
 
 def test_an_unknown_provider_names_the_known_ones() -> None:
-    with pytest.raises(PlanError, match="gpu-placement=azure: is not a known provider"):
+    with pytest.raises(UserError, match="gpu-placement=azure: is not a known provider"):
         node_selection(get_gpu("l4"), "azure")
 
 

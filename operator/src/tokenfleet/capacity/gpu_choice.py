@@ -25,6 +25,7 @@ from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import GPU
 from tokenfleet.capacity.placement import node_selection
 from tokenfleet.capacity.types import Plan, PlanRequest
+from tokenfleet.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -139,11 +140,11 @@ def _one(req: PlanRequest, cand: GpuCandidate, plan: Callable[[PlanRequest], Pla
     sub = replace(req, gpu=cand.gpu, gpu_candidates=())
     try:
         node_selection(cand.gpu)  # the cluster's nodes can carry it (capacity/placement.py)
-    except PlanError as error:
+    except UserError as error:
         return Ranked(cand.gpu, cand.max_count, None, math.inf, error.problem)
     try:
         p = plan(sub)
-    except PlanError as error:
+    except UserError as error:  # a PlanError, or a refusal of the request on this type
         return Ranked(cand.gpu, cand.max_count, None, math.inf, f"{error.problem}")
     limit = cand.max_count
     if p.fleet is not None:

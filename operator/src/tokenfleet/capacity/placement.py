@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import GPU
+from tokenfleet.errors import UserError
 
 Provider = Literal["gfd", "gke", "eks", "eks-auto", "aks"]
 PROVIDERS: tuple[str, ...] = get_args(Provider)
@@ -101,7 +101,7 @@ class NodeSelection:
 
 def _check(provider: str) -> None:
     if provider not in PROVIDERS:
-        raise PlanError(
+        raise UserError(
             "gpu-placement",
             provider,
             "is not a known provider of GPU node labels",
@@ -127,7 +127,7 @@ def _whole(gpu: GPU, provider: str) -> Labels:
     elif base in AKS:
         return ((INSTANCE_TYPE, AKS[base]),)
     offered = sorted(OFFERED[provider])
-    raise PlanError(
+    raise UserError(
         "gpu",
         gpu.id,
         f"is not a GPU type {provider} nodes are known to carry (it offers {', '.join(offered)})",
@@ -152,7 +152,7 @@ def default_provider() -> str:
 
 def node_selection(gpu: GPU, provider: str | None = None) -> NodeSelection:
     """The labels and resource that place `gpu` on `provider`'s nodes (None: the
-    configured one). PlanError when the provider does not offer that type and no override
+    configured one). UserError when the provider does not offer that type and no override
     maps it."""
     provider = provider or _default[0]
     _check(provider)

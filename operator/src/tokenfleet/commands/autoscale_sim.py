@@ -277,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
     replay = options(args)
     several = replay.request is not None and replay.request.gpu_candidates
     if several and (args.plot or args.routing == "compare"):
-        raise PlanError(
+        raise UserError(
             "--gpu",
             args.gpu,
             "names several types, and --plot / --routing compare show one",

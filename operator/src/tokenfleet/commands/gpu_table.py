@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tokenfleet.capacity.cost_choice import cost_per_million_good
-from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpu_choice import GpuCandidate, GpuChoice
 from tokenfleet.capacity.gpus import get_gpu
+from tokenfleet.errors import UserError
 
 
 def parse_gpus(value: str, price: float | None = None) -> tuple[GpuCandidate, ...]:
@@ -13,9 +13,9 @@ def parse_gpus(value: str, price: float | None = None) -> tuple[GpuCandidate, ..
     type takes `price` (--price-per-gpu-hour); a list names each price by its type."""
     items = [item.strip() for item in value.split(",")]
     if not all(items):
-        raise PlanError("gpu", value, "has an empty entry", "write e.g. --gpu l4,l40s,h100-sxm")
+        raise UserError("gpu", value, "has an empty entry", "write e.g. --gpu l4,l40s,h100-sxm")
     if len(items) > 1 and price is not None:
-        raise PlanError(
+        raise UserError(
             "price-per-gpu-hour",
             price,
             "is one price, and --gpu names several types",
@@ -26,7 +26,7 @@ def parse_gpus(value: str, price: float | None = None) -> tuple[GpuCandidate, ..
         gpu_id, _, text = item.partition("=")
         gpu = get_gpu(gpu_id)
         if any(c.gpu.id == gpu.id for c in out):
-            raise PlanError("gpu", value, f"names {gpu.id} twice", "list each type once")
+            raise UserError("gpu", value, f"names {gpu.id} twice", "list each type once")
         own = price
         if text:
             try:
@@ -34,7 +34,7 @@ def parse_gpus(value: str, price: float | None = None) -> tuple[GpuCandidate, ..
             except ValueError:
                 own = -1.0
             if not own >= 0:
-                raise PlanError("gpu", item, "the price is not a number >= 0", "e.g. l4=0.70")
+                raise UserError("gpu", item, "the price is not a number >= 0", "e.g. l4=0.70")
         out.append(GpuCandidate(gpu.with_price(own)))
     return tuple(out)
 
