@@ -55,7 +55,7 @@ class EngineProfile:
     # not support it with pipeline parallelism").
     async_scheduling: bool = False
     # The scheduler's admission rules (tokenfleet.scheduling.core.SchedulerConfig), checked
-    # against vLLM 0.32's own scheduler (tests/system/test_scheduler_vs_vllm.py):
+    # against vLLM 0.32's own scheduler by the system test of the scheduler core:
     # - prefix caching, on by default in the V1 engine (vllm/config/cache.py
     #   enable_prefix_caching = True): a preempted request comes back with its own
     #   surviving blocks cached;

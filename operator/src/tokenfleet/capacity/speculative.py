@@ -75,7 +75,7 @@ PRIORS: dict[Method, Prior] = {
         3,
         "vLLM's EAGLE-3 regression baseline: Llama-3.1-8B-Instruct with "
         "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3, K=3, MT-Bench, greedy "
-        "(vllm tests/v1/spec_decode/test_acceptance_length.py)",
+        "(vLLM 0.32's spec-decode acceptance-length regression test)",
     ),
     "eagle": Prior(
         2.08,

@@ -468,9 +468,11 @@ class SglangMetrics:
             "sglang:spec_num_draft_tokens",
             "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
         )
-        self.verify_calls = sched_counter(
-            "sglang:spec_verify_calls_total", "Number of speculative decoding verification calls."
-        )
+        # The tokenizer's collector counts the verify calls, so only its labels.
+        self.verify_calls = Counter(
+            "sglang:spec_verify_calls_total", "Number of speculative decoding verification calls.",
+            list(tok), registry=r,
+        ).labels(**tok)  # fmt: skip
         if speculative is not None:
             k, rate = speculative
             self.spec = SpecDecodeCounts(k, rate)
