@@ -184,7 +184,10 @@ def to_multi_node(body: dict[str, Any]) -> dict[str, Any]:
     """The spec change that moves a replica from one node to two (a LeaderWorkerSet)."""
     multi = example("llama-3.1-405b-multinode.yaml")["spec"]
     model = {**multi["model"], "source": {"huggingFace": None, **multi["model"]["source"]}}
-    return {"spec": {"model": model, "gpu": multi["gpu"], "workload": multi["workload"]}}
+    # The weights come pre-loaded from a claim, so no ReadWriteOnce download cache (one
+    # node) is carried over to a replica that spans two.
+    spec = {"model": model, "gpu": multi["gpu"], "workload": multi["workload"], "storage": None}
+    return {"spec": spec}
 
 
 async def test_moving_to_a_leader_worker_set_removes_the_deployment(
