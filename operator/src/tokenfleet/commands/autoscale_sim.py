@@ -134,6 +134,19 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         "Service), picker (the endpoint picker's queue, KV and prefix scorers), or compare "
         "(affinity and round robin side by side)",
     )
+    p.add_argument(
+        "--serving",
+        choices=("aggregated", "disaggregated", "compare"),
+        default="aggregated",
+        help="aggregated (default): one engine per replica; disaggregated: ours on a prefill "
+        "fleet and a decode fleet joined by the KV transfer (the planner's roles, each pool "
+        "scaled as the operator scales it); compare: both, side by side",
+    )
+    p.add_argument(
+        "--kv-network-gbps",
+        type=float,
+        help="disaggregated: the node network in Gb/s per GPU (default: the GPU catalog's)",
+    )
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.add_argument("--plot", metavar="FILE.png", help="draw load, replicas and p95 TTFT over time")
 
@@ -284,8 +297,16 @@ def run(args: argparse.Namespace) -> int:
             "run those with one --gpu type",
         )
     trace = load(args.trace, args.seed, args.strict)
-    policies = _policies(args.policy)
+    serving = getattr(args, "serving", "aggregated")
+    policies = _policies(args.policy) if serving == "aggregated" else ("tokenfleet",)
+    if serving == "disaggregated":
+        policies = ()
     if several:  # --gpu a,b,c: the same replay on each type
+        if serving != "aggregated":
+            raise UserError(
+                "--serving", serving, "compares one GPU type's fleets",
+                "pass one --gpu with --serving, or drop --serving",
+            )  # fmt: skip
         from tokenfleet.commands import autoscale_sim_gpus as by_gpu
 
         runs = by_gpu.run_types(trace, replay, policies, args.frontier)
@@ -296,6 +317,18 @@ def run(args: argparse.Namespace) -> int:
             print(by_gpu.table(runs))
         return 0
     setup, results = simulate(trace, replay, policies)
+    pd_line = ""
+    if serving != "aggregated":
+        from tokenfleet.autoscale.fleetsim.disagg import (
+            PD_NAME,
+            describe,
+            prepare_disaggregated,
+            run_disaggregated,
+        )
+
+        pd = prepare_disaggregated(setup, getattr(args, "kv_network_gbps", None))
+        results[PD_NAME] = run_disaggregated(setup, pd)
+        pd_line = "\n" + describe(pd)
     by_routing = {replay.routing: results}
     if args.routing == "compare":
         chosen = {name: r.thresholds for name, r in results.items() if r.thresholds}
@@ -304,11 +337,14 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         document = report.to_json(setup, results, points)
         document["routing"] = report.routing_json(by_routing)
+        if pd_line:
+            document["disaggregated"] = pd_line.strip()
         json.dump(document, sys.stdout, indent=2)
         print()
     else:
         print(
             report.table(setup, results)
+            + pd_line
             + (report.frontier_table(setup, points) if points else "")
             + (report.routing_table(by_routing) if args.routing != "load" else "")
         )

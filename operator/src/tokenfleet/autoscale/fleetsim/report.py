@@ -156,13 +156,13 @@ def table(setup: Setup, results: dict[str, RunResult]) -> str:
         ceiling_line(setup),
         *setup.notes,
         "",
-        f"{'policy':<12}{'SLO attainment':>15}{'goodput req/s':>15}{'GPU-hours':>11}"
+        f"{'policy':<14}{'SLO attainment':>15}{'goodput req/s':>15}{'GPU-hours':>11}"
         f"{'vs oracle':>11}{'scale events':>14}",
     ]
     for name, r in results.items():
         versus = f"{r.gpu_hours / oracle.gpu_hours:.2f}x" if oracle and oracle.gpu_hours else "-"
         lines.append(
-            f"{name:<12}{r.attainment:>15.2%}{r.goodput:>15.2f}{r.gpu_hours:>11.2f}"
+            f"{name:<14}{r.attainment:>15.2%}{r.goodput:>15.2f}{r.gpu_hours:>11.2f}"
             f"{versus:>11}{r.scale_events:>14}"
         )
     return "\n".join(lines + peer_lines(setup, results))
