@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -119,3 +120,31 @@ def test_sglang_disaggregation_flags_are_parsed_by_sglang() -> None:
     assert prefill["backend"] == decode["backend"] == "mooncake"
     assert prefill["bootstrap"] == 8998
     assert decode["port"] == prefill["port"] + 200
+
+
+STATS = r"""
+import inspect, json, re
+from vllm.distributed.kv_transfer.kv_connector.v1.nixl import stats
+text = inspect.getsource(stats)
+print("RESULT" + json.dumps(text))
+"""
+
+
+@pytest.mark.engines
+def test_the_simulators_nixl_series_are_vllms() -> None:
+    """`tokenfleet sim --role decode` exports the transfer series under the names and with the
+    buckets the installed vLLM's NIXL connector defines (read from its source)."""
+    from tokenfleet.sim.roles import BYTES_BUCKETS, XFER_BUCKETS
+
+    proc = subprocess.run([engines_python(), "-c", STATS], capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    marker = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+    assert proc.returncode == 0 and marker, proc.stderr[-2000:]
+    source = json.loads(marker[-1].removeprefix("RESULT"))
+    assert 'name="vllm:nixl_xfer_time_seconds"' in source
+    assert 'name="vllm:nixl_bytes_transferred"' in source
+    listed = [float(x) for x in re.findall(r"^\s+([0-9.]+),$", source.split("buckets = [", 1)[1]
+                                            .split("]", 1)[0], re.M)]  # fmt: skip
+    assert tuple(listed[1:]) == XFER_BUCKETS  # the transfer time drops the first bound
+    assert "buckets = [2 ** (10 + i) for i in range(1, 25, 2)]" in source
+    assert tuple(float(2 ** (10 + i)) for i in range(1, 25, 2)) == BYTES_BUCKETS

@@ -52,6 +52,19 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         help="run this many times faster than real time (metrics stay in simulated seconds)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the generated text")
+    p.add_argument(
+        "--role",
+        choices=("prefill", "decode"),
+        help="one role of disaggregated serving: prefill runs each request to its first token; "
+        "decode lands requests whose KV was transferred (never a prefill chunk) and exports "
+        "vLLM's NIXL transfer series (default: aggregated)",
+    )
+    p.add_argument(
+        "--kv-network-gbps",
+        type=float,
+        help="--role decode: the node network in Gb/s per GPU the KV crossed (default: the "
+        "GPU catalog's)",
+    )
     lora = p.add_argument_group(
         "LoRA adapters (vLLM's flag names; --max-loras counts adapters, not SGLang's base slot)"
     )

@@ -28,6 +28,7 @@ from tokenfleet.sim.protocol import (
     models_body,
     parse_request,
 )
+from tokenfleet.sim.roles import DecodeMetrics, KvTransfer
 from tokenfleet.sim.tokens import Filler
 
 ENGINE_KEY = web.AppKey("engine", SimEngine)
@@ -46,6 +47,10 @@ class SimSettings:
     lora: LoraSettings | None = None  # LoRA slots (--enable-lora); None: none
     # (K, acceptance rate) of the speculative decoding the step timer runs; None: none.
     speculative: tuple[int, float] | None = None
+    # Disaggregated serving (sim/roles.py): "prefill" runs every request to its first token;
+    # "decode" lands requests whose KV was transferred, recorded by `kv_transfer`.
+    role: str | None = None
+    kv_transfer: KvTransfer | None = None
 
 
 SETTINGS_KEY = web.AppKey("settings", SimSettings)
@@ -66,6 +71,8 @@ def build_app(
             settings.engine_version,
             settings.speculative,
         )
+        if settings.kv_transfer is not None and settings.engine == "vllm":
+            metrics = DecodeMetrics(metrics, settings.kv_transfer, settings.served_model)
         step_timer: StepTimer = timer
         lora = settings.lora
         lora_timer = None
@@ -200,7 +207,9 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         return web.json_response(error.body(settings.engine), status=error.status)
 
     index = engine.next_index()
-    sim = SimRequest(f"req-{index}", parsed.prompt_tokens, parsed.max_tokens, 0.0, parsed.stream)
+    # A prefill server computes the prompt and its first token only.
+    max_tokens = 1 if settings.role == "prefill" else parsed.max_tokens
+    sim = SimRequest(f"req-{index}", parsed.prompt_tokens, max_tokens, 0.0, parsed.stream)
     if adapters is not None:
         adapters.tag(sim, adapter)
     handle = engine.submit(sim)

@@ -17,6 +17,8 @@ from tokenfleet.capacity import (
     step_timer,
 )
 from tokenfleet.capacity import lora as lora_capacity
+from tokenfleet.capacity.disagg.link import HANDOFF_S, kv_link
+from tokenfleet.capacity.disagg.roles import DecodeTimer
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.quantization import weight_format
 from tokenfleet.capacity.speculative import SpeculativeRequest
@@ -28,6 +30,7 @@ from tokenfleet.engines.speculative import read_native, speculative_request
 from tokenfleet.errors import UserError
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
 from tokenfleet.sim.lora import LoraSettings
+from tokenfleet.sim.roles import KvTransfer
 from tokenfleet.sim.server import SimSettings
 
 
@@ -210,6 +213,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepTimer
         long_prefill_token_threshold=_long_prefill(args, p.engine, max_model_len),
     )
     step = step_model(p)
+    timer, config, transfer = _role(args, p, step_timer(p), config)
     sp = p.speculative
     settings = SimSettings(
         served_model=args.served_model_name or args.model,
@@ -225,6 +229,8 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepTimer
             if sp is not None and sp.enabled
             else None
         ),
+        role=getattr(args, "role", None),
+        kv_transfer=transfer,
     )
     summary = (
         f"tokenfleet sim: {p.model} on {p.gpus_per_replica} x {p.gpu.id} as {p.engine} "
@@ -240,4 +246,29 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepTimer
             f" speculative={sp.method} k={sp.num_speculative_tokens} "
             f"acceptance={sp.acceptance_rate:.2f}"
         )
-    return settings, step_timer(p), summary
+    if settings.role is not None:
+        summary += f" role={settings.role}"
+    return settings, timer, summary
+
+
+def _role(
+    args: argparse.Namespace, p: Plan, timer: StepTimer, config: SchedulerConfig
+) -> tuple[StepTimer, SchedulerConfig, KvTransfer | None]:
+    """--role decode: a landing is timed as one more decoding sequence over the plan's prompt
+    length, a step takes every landing whole (no chunking), never a separate prefill batch,
+    and each landing records its KV transfer (--kv-network-gbps, or the catalog's NIC).
+    --role prefill changes no timing (the server caps each request at one token)."""
+    role = getattr(args, "role", None)
+    gbit = getattr(args, "kv_network_gbps", None)
+    if gbit is not None and role != "decode":
+        raise UserError("kv-network-gbps", gbit, "applies to --role decode", "add --role decode")
+    if role != "decode":
+        return timer, config, None
+    prompt = p.request.input_tokens if p.request is not None else DEFAULT_INPUT_TOKENS
+    budget = max(config.max_num_batched_tokens, config.max_num_seqs * (config.max_model_len + 1))
+    link = kv_link(p.gpu, "network", gbit)
+    transfer = KvTransfer(HANDOFF_S, p.kv_bytes_per_token, link.bytes_per_second)
+    landing = dataclasses.replace(
+        config, max_num_batched_tokens=budget, mixed_prefill=True, long_prefill_token_threshold=0
+    )
+    return DecodeTimer(timer, prompt), landing, transfer

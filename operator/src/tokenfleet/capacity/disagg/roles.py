@@ -41,6 +41,7 @@ from tokenfleet.capacity.load import (
 from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.types import Plan
+from tokenfleet.scheduling.core import StepTimer
 from tokenfleet.scheduling.virtual import LoadStats, closed_loop, open_loop
 
 ROLE_ATTAINMENT = 1 - (1 - GOODPUT_ATTAINMENT) / 2
@@ -62,7 +63,7 @@ class DecodeTimer:
     transferred) is timed as one more decoding sequence over that context; the rest is the
     step model's decode step."""
 
-    inner: StepModel
+    inner: StepTimer  # the step model (or the simulator's timer over it)
     prompt_tokens: int
 
     def step_seconds(
