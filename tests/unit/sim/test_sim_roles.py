@@ -8,8 +8,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.sim_args import sim_args
-from tokenfleet.capacity import PlanError
 from tokenfleet.capacity.disagg.roles import DecodeTimer
+from tokenfleet.errors import UserError
 from tokenfleet.scheduling.core import Scheduler, SimRequest
 from tokenfleet.sim.exporter import metrics_for
 from tokenfleet.sim.roles import DecodeMetrics
@@ -55,6 +55,6 @@ def test_prefill_role_keeps_the_plans_timing() -> None:
 
 
 def test_a_network_speed_without_the_decode_role_is_refused() -> None:
-    with pytest.raises(PlanError) as e:
+    with pytest.raises(UserError) as e:
         settings_from_args(sim_args("--kv-network-gbps", "100"))
     assert e.value.field == "kv-network-gbps"
