@@ -9,98 +9,20 @@ does not count, so the comparison uses causal bounds, never a wall-clock margin.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.sims import SimProcess, running_sim
 from tokenfleet.cli import main
 
 pytestmark = pytest.mark.system
 
-MODEL = "meta-llama/Llama-3.1-8B"
-GPU = "l4"
 # Real time here: the client's own overhead (HTTP, JSON, a 2-core box shared with other
 # test processes: 10-30 ms measured under load) would be multiplied by a larger scale.
 TIME_SCALE = 1.0
-
-
-@dataclass
-class SimProcess:
-    """A `tokenfleet sim` subprocess on a loopback port."""
-
-    port: int
-    process: subprocess.Popen[bytes]
-    log: Path
-    time_scale: float
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def metrics(self) -> dict[str, float]:
-        """Sample name + sorted labels -> value, from the simulator's /metrics."""
-        text = httpx.get(f"{self.base_url}/metrics", timeout=10, trust_env=False).text
-        out: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-                out[f"{s.name}{{{labels}}}"] = s.value
-        return out
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def running_sim(workdir: Path, time_scale: float = TIME_SCALE) -> Iterator[SimProcess]:
-    """Start `tokenfleet sim` (the real CLI, as a subprocess) and wait for /health."""
-    port = _free_port()
-    workdir.mkdir(parents=True, exist_ok=True)
-    log = workdir / f"sim-{port}.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tokenfleet.cli", "sim", "--model", MODEL, "--gpu", GPU,
-             "--host", "127.0.0.1", "--port", str(port), "--time-scale", str(time_scale)],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    sim = SimProcess(port, process, log, time_scale)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"tokenfleet sim exited: {log.read_text()[-2000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{sim.base_url}/health", timeout=2, trust_env=False).is_success:
-                    break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"tokenfleet sim not healthy: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
-        yield sim
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
 
 
 def family_total(metrics: dict[str, float], name: str) -> float:
@@ -110,7 +32,7 @@ def family_total(metrics: dict[str, float], name: str) -> float:
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    with running_sim(tmp_path_factory.mktemp("sim")) as server:
+    with running_sim(tmp_path_factory.mktemp("sim"), TIME_SCALE) as server:
         yield server
 
 
@@ -170,8 +92,8 @@ def test_bench_numbers_match_the_simulators_metrics(
     # before any token) breaks one of them.
     sim_mean = delta("vllm:time_to_first_token_seconds_sum") / num_prompts
     sim_decode = delta("vllm:e2e_request_latency_seconds_sum") / num_prompts - sim_mean
-    client_mean = float(result["mean_ttft_ms"]) / 1000.0 * sim.time_scale  # type: ignore[arg-type]
-    client_e2e = float(result["mean_e2el_ms"]) / 1000.0 * sim.time_scale  # type: ignore[arg-type]
+    client_mean = float(result["mean_ttft_ms"]) / 1000.0 * TIME_SCALE  # type: ignore[arg-type]
+    client_e2e = float(result["mean_e2el_ms"]) / 1000.0 * TIME_SCALE  # type: ignore[arg-type]
     assert sim_decode > 0
     assert sim_mean * 0.9 <= client_mean, (sim_mean, client_mean)
     assert client_mean <= client_e2e - 0.5 * sim_decode, (client_mean, client_e2e, sim_decode)

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import pytest
 from prometheus_client.utils import floatToGoString
-from test_bench_sim import SimProcess, running_sim
 
 from tests.support.prometheus import Prometheus, running_prometheus
+from tests.support.sims import SimProcess, running_sim
 from tokenfleet.bench.aggregate import RequestOutput
 from tokenfleet.bench.client import BenchConfig, run_benchmark
 from tokenfleet.bench.dataset import DatasetSpec
