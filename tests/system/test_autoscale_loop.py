@@ -22,119 +22,25 @@ Every wait polls for a state with a generous timeout; nothing asserts on wall ti
 from __future__ import annotations
 
 import asyncio
-import datetime
 import math
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
+from tests.support.closed_loop import WAIT_S, Loop, progress, status_time
 from tokenfleet.api import parse_llmservice
 from tokenfleet.autoscale.policy import DEFAULTS
 from tokenfleet.bench.dataset import DatasetSpec
 from tokenfleet.localfleet.demo import load_llmservice
 from tokenfleet.localfleet.fleet import FleetOptions, LocalFleet
-from tokenfleet.localfleet.observe import WINDOW_SIM_S, Observer, Slo
+from tokenfleet.localfleet.observe import WINDOW_SIM_S
 
 pytestmark = pytest.mark.system
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama-3.1-8b-l4-autoscale.yaml"
 TIME_SCALE = 10.0
-# Wall-clock bounds for each wait: failure bounds, generous for a busy 2-core machine (each
-# stage needs a few simulated minutes, i.e. well under 30 wall seconds at 10x).
-WAIT_S = 90.0
 STEP = 2.0  # the load step, in replicas' worth of planned goodput
-
-
-def _time(text: str | None) -> float | None:
-    if not text:
-        return None
-    return (
-        datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
-        .replace(tzinfo=datetime.UTC)
-        .timestamp()
-    )
-
-
-def progress(what: str, loop: Loop) -> None:
-    """One line per stage (pytest -s shows them): where a slow run spent its time."""
-    print(
-        f"[{time.monotonic() - loop.started:6.1f} s wall] {what}: replicas "
-        f"{loop.ready()}/{loop.replicas()}, {loop.autoscaling().get('reason', '')[:100]}",
-        flush=True,
-    )
-
-
-class Loop:
-    """Read-only views of the one LLMService under test."""
-
-    def __init__(self, fleet: LocalFleet, body: dict[str, Any]) -> None:
-        self.fleet = fleet
-        self.ns = body["metadata"]["namespace"]
-        self.name = body["metadata"]["name"]
-        self.slo = Slo.of(body)
-        self.observer = Observer(fleet, self.ns, self.name, self.slo)
-        self.started = time.monotonic()
-
-    def body(self) -> dict[str, Any]:
-        return self.fleet.llmservice(self.ns, self.name) or {}
-
-    def replicas(self) -> int:
-        return int(self.body()["spec"].get("replicas", 1))
-
-    def ready(self) -> int:
-        return int((self.body().get("status") or {}).get("readyReplicas") or 0)
-
-    def autoscaling(self) -> dict[str, Any]:
-        return dict((self.body().get("status") or {}).get("autoscaling") or {})
-
-    def condition(self) -> dict[str, Any]:
-        for cond in (self.body().get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "Autoscaling":
-                return dict(cond)
-        return {}
-
-    def decisions(self) -> float:
-        """tokenfleet_autoscaler_decisions_total for this LLMService (the operator's own
-        metrics endpoint): how many times it decided, whatever the wall clock did."""
-        assert self.fleet.operator is not None
-        text = httpx.get(
-            f"http://127.0.0.1:{self.fleet.operator.metrics_port}/metrics", timeout=10
-        ).text
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith("tokenfleet_autoscaler_decisions_total{") and (
-                f'llmservice="{self.name}"' in line
-            ):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
-
-    async def until(self, check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            operator = self.fleet.operator
-            assert operator is not None and operator.alive, (
-                f"the operator exited:\n{operator.log_tail() if operator else ''}"
-            )
-            assert self.fleet.kubelet is not None and not self.fleet.kubelet.errors, (
-                self.fleet.kubelet.errors if self.fleet.kubelet else None
-            )
-            if self.fleet.load is not None:
-                self.fleet.load.check()
-            last = await asyncio.to_thread(check)
-            if last:
-                return last
-            await asyncio.sleep(0.2)
-        operator = self.fleet.operator
-        raise AssertionError(
-            f"timed out waiting for {what}; last: {last!r}; status.autoscaling: "
-            f"{self.autoscaling()}; condition: {self.condition()}; operator log: "
-            f"{operator.log_tail(20000) if operator else ''}"
-        )
 
 
 async def test_autoscale_loop_scales_with_load_and_holds_without_prometheus(
@@ -269,7 +175,7 @@ async def test_autoscale_loop_scales_with_load_and_holds_without_prometheus(
         # to `high` is the last time the recommendation is known to have been `high` (later
         # decisions under the same load may already have recommended fewer), so no
         # scale-down may come sooner than one window after it.
-        last_high = _time(loop.autoscaling().get("lastScaleTime"))
+        last_high = status_time(loop.autoscaling().get("lastScaleTime"))
         assert last_high is not None
         load.rate = 0.3 * capacity
         holds: set[str] = set()
@@ -278,10 +184,12 @@ async def test_autoscale_loop_scales_with_load_and_holds_without_prometheus(
             auto = loop.autoscaling()
             holds.add(str(auto.get("held")))
             # The replicas are written first, then the status that records the scale time.
-            return loop.replicas() < high and (_time(auto.get("lastScaleTime")) or 0) > last_high
+            return (
+                loop.replicas() < high and (status_time(auto.get("lastScaleTime")) or 0) > last_high
+            )
 
         await loop.until(scaled_down, "the first scale-down", timeout=WAIT_S * 2)
-        first_down = _time(loop.autoscaling().get("lastScaleTime"))
+        first_down = status_time(loop.autoscaling().get("lastScaleTime"))
         assert first_down is not None and first_down - last_high >= down_window - interval, (
             f"scaled down {first_down - last_high if first_down else None} s after the "
             f"scale-up; the stabilization window is {down_window} s"
@@ -303,11 +211,13 @@ async def test_autoscale_loop_scales_with_load_and_holds_without_prometheus(
             "the Autoscaling condition Held: PrometheusDown",
         )
         assert held > min_replicas, f"nothing left to hold at {held} replicas"
-        held_since = _time(loop.autoscaling().get("lastDecisionTime"))
+        held_since = status_time(loop.autoscaling().get("lastDecisionTime"))
         assert held_since is not None
         give_up = time.monotonic() + WAIT_S
         hold_for = DEFAULTS.scale_down_cooldown_seconds + 2 * interval
-        while (_time(loop.autoscaling().get("lastDecisionTime")) or 0) - held_since < hold_for:
+        while (
+            status_time(loop.autoscaling().get("lastDecisionTime")) or 0
+        ) - held_since < hold_for:
             assert loop.replicas() == held, "scaled while Prometheus was down"
             assert loop.condition().get("reason") == "Held", loop.condition()
             assert time.monotonic() < give_up, f"no decisions while held: {loop.autoscaling()}"

@@ -32,8 +32,8 @@ from typing import Any
 import aiohttp.web
 import httpx
 import pytest
-from test_autoscale_loop import WAIT_S, Loop, _time
 
+from tests.support.closed_loop import WAIT_S, Loop, status_time
 from tokenfleet.localfleet.demo import load_llmservice
 from tokenfleet.localfleet.emulated import kmock_cluster
 from tokenfleet.localfleet.fleet import FleetOptions, LocalFleet
@@ -126,7 +126,7 @@ async def test_scale_to_zero_and_back_on_the_pickers_queue(tmp_path: Path) -> No
             # 1. Idle: down to zero, not before the idle window on the operator's clock
             # (its idle clock starts at its first decision, during the cold start).
             first = await loop.until(
-                lambda: _time(loop.autoscaling().get("lastDecisionTime")), "a decision"
+                lambda: status_time(loop.autoscaling().get("lastDecisionTime")), "a decision"
             )
             await loop.until(lambda: loop.replicas() == 0, "scaled to zero", timeout=WAIT_S * 2)
             # The operator writes the replicas, then the status of the decision that wrote them:
@@ -136,7 +136,7 @@ async def test_scale_to_zero_and_back_on_the_pickers_queue(tmp_path: Path) -> No
             assert "scale to zero" in auto["reason"], auto
             idle = re.search(r"no request for (\d+)s", auto["reason"])
             assert idle is not None and int(idle.group(1)) >= IDLE_S, auto
-            zero_at = _time(auto.get("lastScaleTime"))
+            zero_at = status_time(auto.get("lastScaleTime"))
             assert zero_at is not None and zero_at >= first, auto
             await loop.until(lambda: loop.ready() == 0, "no engine pod left")
 
