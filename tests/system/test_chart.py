@@ -16,7 +16,6 @@ import helm_python as helm
 import jsonschema
 import pytest
 import yaml
-from test_manifests_validate import VERSIONS, run_validator
 
 from tests.support.chart_render import (
     CHART,
@@ -28,6 +27,7 @@ from tests.support.chart_render import (
     of_kind,
     render,
 )
+from tests.support.kube_validate import VERSIONS, run_validator
 from tokenfleet.api.crd import CRD_FILE, render_crd_yaml
 from tokenfleet.api.gpu import GpuType
 from tokenfleet.capacity.overlay import FIELDS

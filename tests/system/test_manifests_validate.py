@@ -20,17 +20,14 @@ Inputs: every LLMService in examples/ and in tests/unit/render/cases/, rendered 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import kubernetes_validate
 import pytest
-import yaml
 
+from tests.support.kube_validate import VERSIONS, run_validator
 from tokenfleet.commands.render import load_documents, render_documents
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,13 +35,11 @@ SCHEMAS = REPO / "tests" / "data"
 SOURCES = sorted((REPO / "examples").glob("*.yaml")) + sorted(
     (REPO / "tests" / "unit" / "render" / "cases").glob("*.yaml")
 )
-VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
 CRD_SCHEMAS = {
     "LeaderWorkerSet": "leaderworkerset-v1.schema.json",
     "PodMonitor": "podmonitor-v1.schema.json",
 }
 UPSTREAM_CRD_KINDS = ("InferencePool", "HTTPRoute")  # test_routing_validate.py
-VALIDATOR = Path(sys.executable).parent / "kubernetes-validate"
 
 
 @cache
@@ -80,20 +75,6 @@ def core_documents() -> list[dict[str, Any]]:
         elif m["kind"] not in CRD_SCHEMAS and m["kind"] not in UPSTREAM_CRD_KINDS:
             docs.append(m)
     return docs
-
-
-def run_validator(docs: list[dict[str, Any]], version: str, tmp: Path) -> tuple[int, str]:
-    path = tmp / f"manifests-{version}.yaml"
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    if not VALIDATOR.exists():
-        pytest.fail(f"{VALIDATOR} missing: run `make venv` (kubernetes-validate)", pytrace=False)
-    proc = subprocess.run(
-        [str(VALIDATOR), "--strict", "--kubernetes-version", version, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return proc.returncode, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("version", VERSIONS)
