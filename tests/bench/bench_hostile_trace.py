@@ -19,8 +19,8 @@ from tokenfleet.autoscale.fleetsim.replica import FleetRequest
 from tokenfleet.autoscale.fleetsim.run import SimOptions, prepare, run_policy
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "autoscale"))
-from test_hostile_trace import LONG_PROMPT, _settled_mean, _trace
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.support
+from tests.support.hostile_trace import LONG_PROMPT, hostile_trace, settled_mean
 
 
 def _misses(options: SimOptions, replicas: int) -> tuple[float, float]:
@@ -33,7 +33,7 @@ def _misses(options: SimOptions, replicas: int) -> tuple[float, float]:
         made.append(request)
         return request
 
-    setup = prepare(_trace(True), options)
+    setup = prepare(hostile_trace(True), options)
     fleetsim_run.FleetRequest = record  # type: ignore[misc,assignment]
     try:
         run_policy(setup, Static(replicas))
@@ -54,8 +54,8 @@ def main() -> None:
             cap_long_prefills=cap,
         )
         options = SimOptions(request=request)
-        hostile = prepare(_trace(True), options)
-        need = prepare(_trace(False), options).static_replicas
+        hostile = prepare(hostile_trace(True), options)
+        need = prepare(hostile_trace(False), options).static_replicas
         threshold = hostile.shape.config.long_prefill_token_threshold
         print(f"capLongPrefills={cap}: threshold {threshold}, need {need}")
         for n in range(1, 5):
@@ -64,7 +64,7 @@ def main() -> None:
         ttft, tpot = _misses(options, need)
         print(f"  others' misses on {need}: TTFT {ttft:.1%}, TPOT {tpot:.1%}")
         ours = run_policy(hostile, Tokenfleet(hostile.spec, hostile.predicted_capacity, need))
-        settled = _settled_mean(ours)
+        settled = settled_mean(ours)
         print(
             f"  ours: settled {settled:.2f} ({settled / need:.2f}x), "
             f"{ours.attainment:.1%}, {ours.gpu_hours:.2f} GPU-h"

@@ -5,42 +5,16 @@ a fixed fleet of the same attainment, and the ceiling it reports names the cause
 
 from __future__ import annotations
 
-import math
-import random
-
 import pytest
 
+from tests.support.hostile_trace import LONG_PROMPT, hostile_trace, settled_mean
 from tokenfleet.autoscale.attainability import idle_ttft
 from tokenfleet.autoscale.fleetsim import run as fleetsim_run
 from tokenfleet.autoscale.fleetsim.policies import Static, Tokenfleet
 from tokenfleet.autoscale.fleetsim.run import RunResult, Setup, SimOptions, prepare, run_policy
-from tokenfleet.autoscale.fleetsim.traces import Trace, TraceRequest
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model
 
 pytestmark = pytest.mark.slow  # a whole-trace replay: the unit-slow tier
-
-DURATION = 900.0
-RATE = 8.0
-LONG_SHARE = 0.05
-LONG_PROMPT = 7000  # under max-model-len 8192, over what L40S prefills in 500 ms
-
-
-def _trace(with_long: bool) -> Trace:
-    rng = random.Random(15)
-    requests: list[TraceRequest] = []
-    t = 0.0
-    while True:
-        t += rng.expovariate(RATE)
-        if t >= DURATION:
-            break
-        if rng.random() < LONG_SHARE:
-            if with_long:
-                requests.append(TraceRequest(t, LONG_PROMPT, 2))
-            continue
-        prompt = min(3000, max(16, round(rng.lognormvariate(math.log(800), 0.6))))
-        output = min(400, max(2, round(rng.lognormvariate(math.log(100), 0.6))))
-        requests.append(TraceRequest(t, prompt, output))
-    return Trace("hostile" if with_long else "benign", tuple(requests), DURATION)
 
 
 def _cheapest_fixed_fleet(prepared: Setup, attainment: float, limit: int) -> RunResult:
@@ -52,11 +26,6 @@ def _cheapest_fixed_fleet(prepared: Setup, attainment: float, limit: int) -> Run
     )
 
 
-def _settled_mean(result: RunResult) -> float:
-    settled = [p.desired for p in result.timeline if p.at >= 300.0]
-    return sum(settled) / len(settled)
-
-
 def test_unattainable_prompts_do_not_scale_the_fleet(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fleet starts where the other 95% need it. The long prompts are not free: they
     carry about a quarter of the prefill work, and each one's prefill also delays the
@@ -66,15 +35,15 @@ def test_unattainable_prompts_do_not_scale_the_fleet(monkeypatch: pytest.MonkeyP
     costs no more than the cheapest fixed fleet that reaches its attainment; without the
     ceiling the same policy climbs to about 4x."""
     options = SimOptions()  # Llama-3.1-8B on L40S, TTFT 500 ms at 99%
-    hostile = prepare(_trace(True), options)
+    hostile = prepare(hostile_trace(True), options)
     config = hostile.shape.config
     assert idle_ttft(hostile.shape.timer, config.max_num_batched_tokens, LONG_PROMPT) > 0.5
     assert 0.04 < 1 - hostile.attainable < 0.06
-    need = prepare(_trace(False), options).static_replicas  # the other 95%, peak minute
+    need = prepare(hostile_trace(False), options).static_replicas  # the other 95%, peak minute
 
     ours = Tokenfleet(hostile.spec, hostile.predicted_capacity, need)
     result = run_policy(hostile, ours)
-    with_ceiling = _settled_mean(result)
+    with_ceiling = settled_mean(result)
     assert with_ceiling <= 1.5 * need, (with_ceiling, need)
     cheapest = _cheapest_fixed_fleet(hostile, result.attainment, 4 * need)
     assert result.gpu_hours <= cheapest.gpu_hours, (result.gpu_hours, cheapest.gpu_hours)
@@ -87,7 +56,7 @@ def test_unattainable_prompts_do_not_scale_the_fleet(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(fleetsim_run, "observed_ceiling", lambda *args: None)
     blind = Tokenfleet(hostile.spec, hostile.predicted_capacity, need)
-    assert _settled_mean(run_policy(hostile, blind)) >= 1.5 * with_ceiling
+    assert settled_mean(run_policy(hostile, blind)) >= 1.5 * with_ceiling
 
 
 def test_capped_long_prefills_cut_the_collateral_misses() -> None:
@@ -107,14 +76,14 @@ def test_capped_long_prefills_cut_the_collateral_misses() -> None:
         max_model_len=8192,
         cap_long_prefills=True,
     )
-    hostile = prepare(_trace(True), SimOptions(request=request))
+    hostile = prepare(hostile_trace(True), SimOptions(request=request))
     config = hostile.shape.config
     assert 0 < config.long_prefill_token_threshold < config.max_num_batched_tokens
     assert 0.04 < 1 - hostile.attainable < 0.06  # the cap does not change who can meet it
-    need = prepare(_trace(False), SimOptions(request=request)).static_replicas
-    uncapped = prepare(_trace(True), SimOptions())
+    need = prepare(hostile_trace(False), SimOptions(request=request)).static_replicas
+    uncapped = prepare(hostile_trace(True), SimOptions())
     assert uncapped.shape.config.long_prefill_token_threshold == 0
-    assert prepare(_trace(False), SimOptions()).static_replicas == need
+    assert prepare(hostile_trace(False), SimOptions()).static_replicas == need
 
     # Fixed fleets at the need: the cap cuts the collateral misses.
     at_need = run_policy(hostile, Static(need)).attainment
@@ -125,7 +94,7 @@ def test_capped_long_prefills_cut_the_collateral_misses() -> None:
     before = run_policy(uncapped, Tokenfleet(uncapped.spec, uncapped.predicted_capacity, need))
     assert result.attainment > before.attainment + 0.02
     assert result.gpu_hours <= before.gpu_hours
-    assert _settled_mean(result) <= 1.5 * need, (_settled_mean(result), need)
+    assert settled_mean(result) <= 1.5 * need, (settled_mean(result), need)
     cheapest = _cheapest_fixed_fleet(hostile, result.attainment, 4 * need)
     assert result.gpu_hours <= cheapest.gpu_hours, (result.gpu_hours, cheapest.gpu_hours)
     last = ours.ceilings[-1]
