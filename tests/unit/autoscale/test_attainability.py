@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.step_timers import Roofline
 from tokenfleet.api.spec import LLMServiceSpec
 from tokenfleet.autoscale.attainability import (
     LengthHistogram,
@@ -18,22 +19,12 @@ from tokenfleet.autoscale.prometheus import Sample
 from tokenfleet.autoscale.signals import length_histogram, resolved_wait
 from tokenfleet.autoscale.types import Signals
 
-
-class LinearTimer:
-    """1 ms per 10 prompt tokens, 10 ms per decode step: easy arithmetic."""
-
-    def step_seconds(
-        self,
-        prefill_tokens: int,
-        decode_seqs: int,
-        decode_context_tokens: int,
-        prefill_attention_pairs: float | None = None,
-    ) -> float:
-        return prefill_tokens * 1e-4 + (0.01 if decode_seqs else 0.0)
+# 1 ms per 10 prompt tokens, 10 ms per decode step of the one sequence: easy arithmetic.
+LINEAR = Roofline(overhead=0.0, per_prefill_token=1e-4, per_decode_seq=0.01)
 
 
 def test_idle_prefill_and_the_longest_prompt_within_the_slo() -> None:
-    timer = LinearTimer()
+    timer = LINEAR
     assert idle_ttft(timer, 2048, 5000) == pytest.approx(0.5)  # chunked: 2048 + 2048 + 904
     assert longest_prompt(timer, 2048, 0.5) == 5000
     assert longest_prompt(timer, 2048, 0.00005) == 0  # not even one token
@@ -68,7 +59,7 @@ def test_histogram_share_and_quantile() -> None:
 
 def test_ceiling_names_the_cause() -> None:
     h = LengthHistogram.of([1000] * 97 + [8000] * 3, (1000, 2000, 5000, 10000))
-    c = ceiling(LinearTimer(), 2048, h, ttft_ms=500, slo_attainment=0.99, quantile=0.95)
+    c = ceiling(LINEAR, 2048, h, ttft_ms=500, slo_attainment=0.99, quantile=0.95)
     assert c.longest_prompt == 5000 and c.attainable == pytest.approx(0.97)
     assert c.limited and c.target == pytest.approx(0.965)
     # The p95 of the attainable 97%: rank 92.15 of 97 in (0, 1000] -> 950 tokens, 95 ms.
@@ -87,7 +78,7 @@ def _spec() -> LLMServiceSpec:
 
 def test_the_policy_reads_only_what_replicas_fix() -> None:
     h = LengthHistogram.of([1000] * 97 + [8000] * 3, (1000, 2000, 5000, 10000))
-    c = ceiling(LinearTimer(), 2048, h, ttft_ms=500, slo_attainment=0.99, quantile=0.95)
+    c = ceiling(LINEAR, 2048, h, ttft_ms=500, slo_attainment=0.99, quantile=0.95)
     s = Signals(
         at=0.0,
         reporting_replicas=2,

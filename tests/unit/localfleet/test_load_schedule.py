@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp.test_utils import TestServer
 
+from tests.support.step_timers import Roofline
 from tokenfleet.bench.dataset import DatasetSpec
 from tokenfleet.localfleet.demo import Schedule
 from tokenfleet.localfleet.load import LoadGenerator, arrival_times, next_arrival
@@ -48,18 +49,13 @@ def test_a_rate_of_zero_sends_nothing() -> None:
     assert list(arrival_times(lambda t: 0.0 if t < 500 else 1.0, 400.0, seed=1)) == []
 
 
-class FlatTimer:
-    def step_seconds(self, *args: object, **kwargs: object) -> float:
-        return 0.01
-
-
 @pytest.fixture
 async def sim_url() -> AsyncIterator[str]:
     config = SchedulerConfig(
         kv_cache_tokens=65536, max_num_seqs=64, max_num_batched_tokens=2048, max_model_len=4096
     )
     settings = SimSettings(served_model="m", engine="vllm", config=config, time_scale=50.0)
-    server = TestServer(build_app(settings, FlatTimer()))
+    server = TestServer(build_app(settings, Roofline(overhead=0.01, per_prefill_token=0.0)))
     await server.start_server()
     yield str(server.make_url("")).rstrip("/")
     await server.close()

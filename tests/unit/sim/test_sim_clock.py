@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.sim.server import SimSettings, build_app
 
@@ -18,18 +19,8 @@ CONFIG = SchedulerConfig(
     kv_cache_tokens=8192, max_num_seqs=8, max_num_batched_tokens=512, max_model_len=1024
 )
 SCALE = 1000.0
-STEP_S = 0.010  # virtual seconds per step (FlatTimer)
-
-
-class FlatTimer:
-    def step_seconds(
-        self,
-        prefill_tokens: int,
-        decode_seqs: int,
-        decode_context_tokens: int,
-        prefill_attention_pairs: float | None = None,
-    ) -> float:
-        return STEP_S
+STEP_S = 0.010  # virtual seconds per step, whatever it holds
+FLAT = Roofline(overhead=STEP_S, per_prefill_token=0.0)
 
 
 class OverrunClock:
@@ -53,7 +44,7 @@ class OverrunClock:
 async def _clock_after_one_request(overrun: float) -> tuple[dict[str, Any], int]:
     settings = SimSettings(served_model="m", engine="vllm", config=CONFIG, time_scale=SCALE)
     clock = OverrunClock(overrun)
-    client: TestClient[Any, Any] = TestClient(TestServer(build_app(settings, FlatTimer(), clock)))
+    client: TestClient[Any, Any] = TestClient(TestServer(build_app(settings, FLAT, clock)))
     await client.start_server()
     try:
         body = {"model": "m", "prompt": "one two", "max_tokens": 20}
