@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.metric_families import families
 from tests.support.real_vllm import engines_python
 from tokenfleet.sim.exporter import SglangMetrics
 
@@ -67,21 +67,6 @@ sys.stdout.write(generate_latest(REGISTRY).decode())
 """
 
 
-def describe(text: str) -> dict[str, tuple[str, frozenset[str], tuple[float, ...]]]:
-    found = {}
-    for family in text_string_to_metric_families(text):
-        if not family.name.startswith("sglang:"):
-            continue
-        labels: set[str] = set()
-        buckets: set[float] = set()
-        for sample in family.samples:
-            labels.update(k for k in sample.labels if k != "le")
-            if sample.name.endswith("_bucket"):
-                buckets.add(float(sample.labels["le"]))
-        found[family.name] = (family.type, frozenset(labels), tuple(sorted(buckets)))
-    return found
-
-
 def materialize(registry: Any) -> None:
     for collector in list(registry._collector_to_names):
         names = getattr(collector, "_labelnames", ())
@@ -98,10 +83,10 @@ def test_sglang_families_match_sglangs_own_collectors() -> None:
         [python, "-c", DUMP_SGLANG_METRICS], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    real = describe(done.stdout)
+    real = families(done.stdout, "sglang:")
     sim_metrics = SglangMetrics("m", 4096)
     materialize(sim_metrics.registry)
-    sim = describe(generate_latest(sim_metrics.registry).decode())
+    sim = families(generate_latest(sim_metrics.registry).decode(), "sglang:")
 
     problems = []
     for name, mine in sorted(sim.items()):
