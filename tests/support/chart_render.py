@@ -9,23 +9,12 @@ from typing import Any
 import helm_python as helm
 import yaml
 
+from tests.support.gpu_overlay import NEW_GPU
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tokenfleet"
 RELEASE, NAMESPACE = "tf", "tokenfleet-system"
 
-# A GPU type the built-in catalog lacks (illustrative figures of a 96 GB PCIe card).
-NEW_GPU = {
-    "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-    "memoryGib": 94.97,
-    "bandwidthGbps": 1597,
-    "bf16Tflops": 503,
-    "fp8Tflops": 1007,
-    "interconnect": "PCIe Gen5",
-    "interconnectGbps": 64,
-    "gpusPerNode": 8,
-    "nodeLabelValue": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
-    "pricePerHour": 1.9,
-}
 
 # The value combinations a user picks: defaults; everything on; namespaced and single.
 COMBINATIONS: dict[str, dict[str, Any]] = {

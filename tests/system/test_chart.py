@@ -20,13 +20,13 @@ import yaml
 from tests.support.chart_render import (
     CHART,
     COMBINATIONS,
-    NEW_GPU,
     RELEASE,
     chart,
     notes,
     of_kind,
     render,
 )
+from tests.support.gpu_overlay import NEW_GPU
 from tests.support.kube_validate import VERSIONS, run_validator
 from tokenfleet.api.crd import CRD_FILE, render_crd_yaml
 from tokenfleet.api.gpu import GpuType

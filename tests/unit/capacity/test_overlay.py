@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.gpu_overlay import NEW_GPU
 from tokenfleet.capacity.gpus import GPUS
 from tokenfleet.capacity.overlay import apply_overlay, parse_overlay
 from tokenfleet.cli import main
@@ -59,22 +60,6 @@ def test_operator_refuses_a_bad_overlay_before_starting(
     assert "gpus.l4.pricePerHour=-1" in capsys.readouterr().err
     assert main(["operator", "--standalone", "--engine-image", "vllm"]) == 2
     assert "--engine-image" in capsys.readouterr().err
-
-
-# Illustrative figures of a 96 GB PCIe card: the test checks the overlay path (parse, plan,
-# render), not the numbers, which a cluster operator takes from the vendor's datasheet.
-NEW_GPU = {
-    "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-    "memoryGib": 94.97,
-    "bandwidthGbps": 1597,
-    "bf16Tflops": 503,
-    "fp8Tflops": 1007,
-    "interconnect": "PCIe Gen5",
-    "interconnectGbps": 64,
-    "gpusPerNode": 8,
-    "nodeLabelValue": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
-    "pricePerHour": 1.9,
-}
 
 
 def test_a_new_gpu_type_is_planned_and_parsed_after_the_overlay(
