@@ -16,26 +16,13 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.clocks import ManualClock
 from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.sim.server import SimSettings, build_app
 
 # 10 ms per step plus 0.1 ms per prefill token.
 FLAT = Roofline(overhead=0.010, per_prefill_token=0.0001)
-
-
-class ManualClock:
-    """Time moves only when the engine waits for a step to end: it jumps to that end."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def time(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        await asyncio.sleep(0)  # let the HTTP handlers run between steps
 
 
 CONFIG = SchedulerConfig(

@@ -6,7 +6,6 @@ test_lora_sim_vs_real_vllm.py holds the vLLM half against a real engine.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -17,6 +16,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.clocks import ManualClock
 from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
 from tokenfleet.sim.lora import Adapters, LoraSettings, LoraTimer
@@ -27,20 +27,6 @@ FLAT = Roofline(overhead=0.010, per_prefill_token=0.0001)
 CONFIG = SchedulerConfig(
     kv_cache_tokens=8192, max_num_seqs=8, max_num_batched_tokens=512, max_model_len=1024
 )
-
-
-class ManualClock:
-    """Time moves only when the engine waits for a step to end: it jumps to that end."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def time(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        await asyncio.sleep(0)
 
 
 def adapter_dir(root: Path, name: str, rank: int) -> Path:
