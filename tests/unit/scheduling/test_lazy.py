@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.scheduler_runs import assert_lazy_runs_match, drive
 from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
 from tokenfleet.scheduling.lazy import LazyScheduler
-from tokenfleet.scheduling.virtual import closed_loop, offline, open_loop
 
 TIMER = Roofline(0.004, 2e-5, 1e-4, 1e-7, 1e-10)
 
@@ -65,25 +65,6 @@ CONFIGS = {
 SHAPES = [(100, 50), (700, 400), (30, 5), (1500, 300), (12, 600)]
 
 
-def drive(scheduler: Scheduler, arrivals: list[tuple[float, int, int]]) -> list[SimRequest]:
-    requests = [SimRequest(f"r{i}", p, o, at) for i, (at, p, o) in enumerate(arrivals)]
-    todo = list(requests)
-    now = 0.0
-    while todo or not scheduler.idle:
-        while todo and todo[0].arrival <= now:
-            scheduler.add(todo.pop(0))
-        jump = scheduler.fast_forward(now, todo[0].arrival if todo else None)
-        if jump is not None:
-            now = jump.end
-            continue
-        step = scheduler.schedule(now)
-        if step is None:
-            now = todo[0].arrival
-            continue
-        now = scheduler.complete(step).end
-    return requests
-
-
 @pytest.mark.parametrize("gap", [0.02, 0.0])  # spaced arrivals, or one burst
 @pytest.mark.parametrize("name", CONFIGS)
 def test_every_request_sees_the_same_times(name: str, gap: float) -> None:
@@ -113,19 +94,10 @@ def test_every_request_sees_the_same_times(name: str, gap: float) -> None:
 @pytest.mark.parametrize("name", CONFIGS)
 def test_load_runs_report_the_same_statistics(name: str) -> None:
     config = CONFIGS[name]
-    timer = TIMER
     for shapes in ([(300, 100)], [(100, 50), (700, 400), (30, 5)]):
-        for clients in (1, 9, 80):
-            expected = closed_loop(config, timer, clients, shapes, 30, (1.0, 0.05), exact=True)
-            assert closed_loop(config, timer, clients, shapes, 30, (1.0, 0.05)) == expected
-        for rate in (2.0, 30.0, 200.0):
-            for give_up in (None, 0.95):
-                expected = open_loop(config, timer, rate, shapes, 80, (1.0, 0.05),
-                                     give_up_below=give_up, exact=True)  # fmt: skip
-                got = open_loop(config, timer, rate, shapes, 80, (1.0, 0.05),
-                                give_up_below=give_up)  # fmt: skip
-                assert got == expected
-        assert offline(config, timer, shapes, 50) == offline(config, timer, shapes, 50, exact=True)
+        assert_lazy_runs_match(config, TIMER, shapes, clients=(1, 9, 80), rates=(2.0, 30.0, 200.0),
+                               closed_requests=30, open_requests=80, slo=(1.0, 0.05),
+                               give_ups=(None, 0.95), offline_requests=50)  # fmt: skip
 
 
 def test_reading_the_running_set_brings_decoders_up_to_date() -> None:

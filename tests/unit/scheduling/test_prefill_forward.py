@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.scheduler_runs import assert_lazy_runs_match, count_calls
 from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.scheduling.lazy import LazyScheduler
-from tokenfleet.scheduling.virtual import closed_loop, open_loop
 
 TIMER = Roofline(0.004, 2e-5, 1e-4, 1e-7, 1e-10)
 
@@ -30,32 +30,17 @@ SHAPES = [[(2000, 300)], [(1500, 40), (300, 200), (3000, 90)]]
 @pytest.fixture
 def chunk_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Steps taken by prefill_forward, one entry per call that took any."""
-    taken: list[int] = []
-    original = LazyScheduler.prefill_forward
-
-    def counted(self: LazyScheduler, now: float):  # type: ignore[no-untyped-def]
-        run = original(self, now)
-        if run is not None:
-            taken.append(len(run.durations))
-        return run
-
-    monkeypatch.setattr(LazyScheduler, "prefill_forward", counted)
-    return taken
+    return count_calls(
+        monkeypatch, LazyScheduler, "prefill_forward",
+        lambda run: None if run is None else len(run.durations),
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_chunk_runs_give_the_eager_runs_statistics(name: str, chunk_runs: list[int]) -> None:
-    config, timer = CONFIGS[name], TIMER
     for shapes in SHAPES:
-        for clients in (1, 7, 40):
-            expected = closed_loop(config, timer, clients, shapes, 30, (2.0, 0.05), exact=True)
-            assert closed_loop(config, timer, clients, shapes, 30, (2.0, 0.05)) == expected
-        for rate in (1.0, 8.0, 60.0):
-            for give_up in (None, 0.95):
-                expected = open_loop(config, timer, rate, shapes, 60, (2.0, 0.05),
-                                     give_up_below=give_up, exact=True)  # fmt: skip
-                got = open_loop(config, timer, rate, shapes, 60, (2.0, 0.05),
-                                give_up_below=give_up)  # fmt: skip
-                assert got == expected
+        assert_lazy_runs_match(CONFIGS[name], TIMER, shapes, clients=(1, 7, 40),
+                               rates=(1.0, 8.0, 60.0), closed_requests=30, open_requests=60,
+                               slo=(2.0, 0.05), give_ups=(None, 0.95))  # fmt: skip
     # The fast path ran, and took several steps at once.
     assert chunk_runs and max(chunk_runs) >= 3

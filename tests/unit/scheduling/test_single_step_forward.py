@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.scheduler_runs import assert_lazy_runs_match, count_calls
 from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import SchedulerConfig
 from tokenfleet.scheduling.lazy import LazyScheduler
-from tokenfleet.scheduling.virtual import closed_loop, open_loop
 
 TIMER = Roofline(0.003, 3e-5, 2e-4, 3e-8, 1e-10, context_power=1.2)
 
@@ -27,27 +27,17 @@ SHAPES = [[(600, 80)], [(900, 30), (200, 150), (1800, 60), (50, 7)]]
 
 @pytest.fixture
 def single_steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    taken: list[int] = []
-    original = LazyScheduler.fast_forward
-
-    def counted(self: LazyScheduler, now: float, until: float | None = None):  # type: ignore[no-untyped-def]
-        jump = original(self, now, until)
-        if jump is not None and jump.steps == 1:
-            taken.append(1)
-        return jump
-
-    monkeypatch.setattr(LazyScheduler, "fast_forward", counted)
-    return taken
+    """One entry per fast_forward jump of a single step."""
+    return count_calls(
+        monkeypatch, LazyScheduler, "fast_forward",
+        lambda jump: 1 if jump is not None and jump.steps == 1 else None,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_single_steps_give_the_eager_runs_statistics(name: str, single_steps: list[int]) -> None:
-    config, timer = CONFIGS[name], TIMER
     for shapes in SHAPES:
-        for clients in (1, 5, 30, 90):
-            expected = closed_loop(config, timer, clients, shapes, 40, (1.5, 0.02), exact=True)
-            assert closed_loop(config, timer, clients, shapes, 40, (1.5, 0.02)) == expected
-        for rate in (0.5, 6.0, 40.0, 300.0):
-            expected = open_loop(config, timer, rate, shapes, 90, (1.5, 0.02), exact=True)
-            assert open_loop(config, timer, rate, shapes, 90, (1.5, 0.02)) == expected
+        assert_lazy_runs_match(CONFIGS[name], TIMER, shapes, clients=(1, 5, 30, 90),
+                               rates=(0.5, 6.0, 40.0, 300.0), closed_requests=40,
+                               open_requests=90, slo=(1.5, 0.02))  # fmt: skip
     assert len(single_steps) > 20

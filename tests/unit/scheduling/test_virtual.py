@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.scheduler_runs import drive
 from tests.support.step_timers import Roofline
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
 from tokenfleet.scheduling.virtual import closed_loop, open_loop
@@ -16,24 +17,7 @@ CONFIG = SchedulerConfig(
 
 
 def run(fast: bool, arrivals: list[tuple[float, int, int]]) -> list[SimRequest]:
-    scheduler = Scheduler(CONFIG, TIMER)
-    pending = [SimRequest(f"r{i}", p, o, at) for i, (at, p, o) in enumerate(arrivals)]
-    todo = list(pending)
-    now = 0.0
-    while todo or not scheduler.idle:
-        while todo and todo[0].arrival <= now:
-            scheduler.add(todo.pop(0))
-        if fast:
-            jump = scheduler.fast_forward(now, todo[0].arrival if todo else None)
-            if jump is not None:
-                now = jump.end
-                continue
-        step = scheduler.schedule(now)
-        if step is None:
-            now = todo[0].arrival
-            continue
-        now = scheduler.complete(step).end
-    return pending
+    return drive(Scheduler(CONFIG, TIMER), arrivals, fast)
 
 
 def test_fast_forward_matches_step_by_step() -> None:

@@ -1,0 +1,85 @@
+"""Runs of tokenfleet.scheduling's schedulers for the tests that compare two of them: drive
+one through arrivals as the engine loop does, hold the lazy load runs to the exact ones
+over a table of loads, and count what a fast path took."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
+from tokenfleet.scheduling.virtual import closed_loop, offline, open_loop
+
+
+def drive(
+    scheduler: Scheduler, arrivals: list[tuple[float, int, int]], fast: bool = True
+) -> list[SimRequest]:
+    """Every (arrival, prompt, output) run to completion; the requests, with their times.
+    `fast`: take the scheduler's fast-forward jumps (False: step by step)."""
+    requests = [SimRequest(f"r{i}", p, o, at) for i, (at, p, o) in enumerate(arrivals)]
+    todo = list(requests)
+    now = 0.0
+    while todo or not scheduler.idle:
+        while todo and todo[0].arrival <= now:
+            scheduler.add(todo.pop(0))
+        if fast:
+            jump = scheduler.fast_forward(now, todo[0].arrival if todo else None)
+            if jump is not None:
+                now = jump.end
+                continue
+        step = scheduler.schedule(now)
+        if step is None:
+            now = todo[0].arrival
+            continue
+        now = scheduler.complete(step).end
+    return requests
+
+
+def assert_lazy_runs_match(
+    config: SchedulerConfig,
+    timer: StepTimer,
+    shapes: Sequence[tuple[int, int]],
+    *,
+    clients: Sequence[int],
+    rates: Sequence[float],
+    closed_requests: int,
+    open_requests: int,
+    slo: tuple[float, float],
+    give_ups: Sequence[float | None] = (None,),
+    offline_requests: int | None = None,
+) -> None:
+    """Each closed loop (per client count), open loop (per rate and give-up threshold) and
+    optionally the offline run report the same statistics lazily as with exact=True."""
+    for c in clients:
+        expected = closed_loop(config, timer, c, shapes, closed_requests, slo, exact=True)
+        assert closed_loop(config, timer, c, shapes, closed_requests, slo) == expected
+    for rate in rates:
+        for give_up in give_ups:
+            expected = open_loop(config, timer, rate, shapes, open_requests, slo,
+                                 give_up_below=give_up, exact=True)  # fmt: skip
+            got = open_loop(config, timer, rate, shapes, open_requests, slo,
+                            give_up_below=give_up)  # fmt: skip
+            assert got == expected
+    if offline_requests is not None:
+        expected_offline = offline(config, timer, shapes, offline_requests, exact=True)
+        assert offline(config, timer, shapes, offline_requests) == expected_offline
+
+
+def count_calls(
+    monkeypatch: pytest.MonkeyPatch, owner: type, name: str, measure: Callable[[Any], int | None]
+) -> list[int]:
+    """Wrap owner.name: each call's result measured, kept where the measure is not None."""
+    taken: list[int] = []
+    original = getattr(owner, name)
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        n = measure(result)
+        if n is not None:
+            taken.append(n)
+        return result
+
+    monkeypatch.setattr(owner, name, counted)
+    return taken
