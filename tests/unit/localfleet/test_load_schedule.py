@@ -5,7 +5,7 @@ or counted as not sent (and why), and a send that runs late is counted, not skip
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -61,13 +61,15 @@ async def sim_url() -> AsyncIterator[str]:
     await server.close()
 
 
-async def test_every_arrival_is_sent_on_its_schedule(sim_url: str) -> None:
-    schedule = Schedule((20, 40, 20), 20, low=1.0, high=2.0)
+async def run_load(
+    schedule: Schedule, endpoints: Callable[[], list[str]], time_scale: float
+) -> LoadGenerator:
+    """The schedule's whole load, of small requests, sent to what `endpoints` lists."""
     load = LoadGenerator(
-        endpoints=lambda: [sim_url],
+        endpoints=endpoints,
         model="m",
         dataset=DatasetSpec(input_len=16, output_len=8),
-        time_scale=50.0,
+        time_scale=time_scale,
         schedule=schedule.rate,
         end_s=schedule.end,
     )
@@ -76,6 +78,12 @@ async def test_every_arrival_is_sent_on_its_schedule(sim_url: str) -> None:
         await load.finish()
     finally:
         await load.close()
+    return load
+
+
+async def test_every_arrival_is_sent_on_its_schedule(sim_url: str) -> None:
+    schedule = Schedule((20, 40, 20), 20, low=1.0, high=2.0)
+    load = await run_load(schedule, lambda: [sim_url], time_scale=50.0)
     drawn = list(arrival_times(schedule.rate, schedule.end, seed=0))
     assert load.scheduled == len(drawn) and load.sent == load.scheduled
     assert load.dropped == 0 and load.late <= load.sent
@@ -86,17 +94,5 @@ async def test_every_arrival_is_sent_on_its_schedule(sim_url: str) -> None:
 
 async def test_arrivals_with_no_ready_replica_are_counted_not_sent() -> None:
     schedule = Schedule((10, 10, 10), 0, low=2.0, high=2.0)
-    load = LoadGenerator(
-        endpoints=list,
-        model="m",
-        dataset=DatasetSpec(input_len=16, output_len=8),
-        time_scale=100.0,
-        schedule=schedule.rate,
-        end_s=schedule.end,
-    )
-    await load.start()
-    try:
-        await load.finish()
-    finally:
-        await load.close()
+    load = await run_load(schedule, list, time_scale=100.0)
     assert load.sent == 0 and load.no_endpoint == load.scheduled > 0
