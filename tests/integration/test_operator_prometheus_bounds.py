@@ -14,6 +14,7 @@ Prometheus (tests/support/fake_prometheus.py) that misbehaves on purpose:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import urllib.request
 from collections.abc import AsyncIterator
@@ -72,20 +73,25 @@ def assert_no_traceback(operator: OperatorProcess) -> None:
     assert "Traceback" not in log, log[log.index("Traceback") - 500 :][:4000]
 
 
+@contextlib.asynccontextmanager
+async def running(setup: Setup, *flags: str) -> AsyncIterator[OperatorProcess]:
+    """The operator process with `flags`, watching the cluster; stopped when the block ends."""
+    operator = OperatorProcess(setup.kubeconfig, setup.tmp / "op.log", *flags)
+    operator.start()
+    try:
+        await operator.watching(setup.cluster)
+        yield operator
+    finally:
+        operator.stop()
+
+
 async def test_a_40_mb_answer_is_refused_at_the_cap(setup: Setup) -> None:
     async with FakePrometheus(mode="huge") as prom:
-        operator = OperatorProcess(
-            setup.kubeconfig, setup.tmp / "op.log", "--prometheus-url", prom.url
-        )
-        operator.start()
-        try:
-            await operator.watching(setup.cluster)
+        async with running(setup, "--prometheus-url", prom.url) as operator:
             await create(setup.cluster, autoscaled())
             await operator.wait(lambda: "cap" in held_message(setup.cluster), "Held over the cap")
             await operator.wait(lambda: prom.queries >= 3, "three ticks of huge answers")
             peak = peak_rss_mib(operator.pid)
-        finally:
-            operator.stop()
         assert "refused" in held_message(setup.cluster)
         assert_no_traceback(operator)
         assert peak < RSS_LIMIT_MIB, f"peak RSS {peak:.0f} MiB"
@@ -94,13 +100,8 @@ async def test_a_40_mb_answer_is_refused_at_the_cap(setup: Setup) -> None:
 
 async def test_a_trickle_is_cut_and_a_fixed_url_revives_the_loop(setup: Setup) -> None:
     async with FakePrometheus(mode="trickle") as slow, FakePrometheus() as good:
-        operator = OperatorProcess(
-            setup.kubeconfig, setup.tmp / "op.log",
-            "--allow-prometheus", slow.url, "--allow-prometheus", good.url,
-        )  # fmt: skip
-        operator.start()
-        try:
-            await operator.watching(setup.cluster)
+        flags = ("--allow-prometheus", slow.url, "--allow-prometheus", good.url)
+        async with running(setup, *flags) as operator:
             await create(setup.cluster, autoscaled(url=slow.url))
             await operator.wait(
                 lambda: "tick deadline" in held_message(setup.cluster), "Held at the deadline"
@@ -119,27 +120,18 @@ async def test_a_trickle_is_cut_and_a_fixed_url_revives_the_loop(setup: Setup) -
                 lambda: "tick deadline" not in str(condition(setup.cluster, NAME, "Autoscaling")),
                 "a decision on the fixed URL",
             )
-        finally:
-            operator.stop()
         assert_no_traceback(operator)
 
 
 async def test_a_garbage_value_holds_with_a_reason_and_one_warning(setup: Setup) -> None:
     async with FakePrometheus(mode="garbage") as prom:
-        operator = OperatorProcess(
-            setup.kubeconfig, setup.tmp / "op.log", "--prometheus-url", prom.url
-        )
-        operator.start()
-        try:
-            await operator.watching(setup.cluster)
+        async with running(setup, "--prometheus-url", prom.url) as operator:
             await create(setup.cluster, autoscaled())
             await operator.wait(
                 lambda: "is not a number" in held_message(setup.cluster), "Held on garbage"
             )
             seen = prom.queries
             await operator.wait(lambda: prom.queries >= seen * 3, "more ticks on garbage")
-        finally:
-            operator.stop()
         assert_no_traceback(operator)
         warnings = [
             line
@@ -151,12 +143,7 @@ async def test_a_garbage_value_holds_with_a_reason_and_one_warning(setup: Setup)
 
 async def test_a_url_the_operator_does_not_allow_is_never_dialled(setup: Setup) -> None:
     async with FakePrometheus() as own, FakePrometheus() as tenant:
-        operator = OperatorProcess(
-            setup.kubeconfig, setup.tmp / "op.log", "--prometheus-url", own.url
-        )
-        operator.start()
-        try:
-            await operator.watching(setup.cluster)
+        async with running(setup, "--prometheus-url", own.url) as operator:
             await create(setup.cluster, autoscaled(url=tenant.url))
 
             def refused() -> bool:
@@ -167,8 +154,6 @@ async def test_a_url_the_operator_does_not_allow_is_never_dialled(setup: Setup) 
             message = condition(setup.cluster, NAME, "Autoscaling")["message"]
             assert f"spec.autoscaling.prometheus.url {tenant.url!r}" in message
             await asyncio.sleep(6)  # one more interval
-        finally:
-            operator.stop()
         assert tenant.queries == 0
         assert_no_traceback(operator)
 
@@ -212,13 +197,8 @@ async def test_deletion_returns_sockets_and_series_to_the_baseline(setup: Setup)
     names = {f"svc-{i}" for i in range(12)}
     metrics_port = free_port()
     async with FakePrometheus() as prom:
-        operator = OperatorProcess(
-            setup.kubeconfig, setup.tmp / "op.log",
-            "--prometheus-url", prom.url, "--metrics-port", str(metrics_port),
-        )  # fmt: skip
-        operator.start()
-        try:
-            await operator.watching(setup.cluster)
+        flags = ("--prometheus-url", prom.url, "--metrics-port", str(metrics_port))
+        async with running(setup, *flags) as operator:
             port = int(prom.url.rsplit(":", 1)[1])
             baseline = sockets_to(operator.pid, port)
             for name in sorted(names):
@@ -238,8 +218,6 @@ async def test_deletion_returns_sockets_and_series_to_the_baseline(setup: Setup)
             await operator.wait(
                 lambda: sockets_to(operator.pid, port) <= baseline, "sockets closed"
             )
-        finally:
-            operator.stop()
         assert_no_traceback(operator)
         assert during > baseline  # the count sees the autoscalers' connections
         print(f"\nsockets to Prometheus: {baseline} before, {during} with {len(names)}, 0 after")
