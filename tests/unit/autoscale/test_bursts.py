@@ -16,23 +16,36 @@ def _feed(loads: list[float], ready: int = 2, slo_met: bool = True) -> BurstMemo
     return _observe_all([(demand, slo_met, 0.0) for demand in loads], ready)
 
 
+def _step(
+    memory: BurstMemory,
+    now: float,
+    ready: int,
+    demand: float,
+    up: bool,
+    slo_met: bool = True,
+    missed: float = 0.0,
+) -> BurstMemory:
+    """One decision at 4 req/s per replica at targetUtilization, a 120 s cold start."""
+    return observe(
+        memory,
+        now=now,
+        ready=ready,
+        demand=demand,
+        per_replica=4.0,
+        slo_met=slo_met,
+        scaled_up=up,
+        span=SPAN,
+        lag=LAG,
+        default_cold_start=120.0,
+        missed=missed,
+    )
+
+
 def _observe_all(steps: list[tuple[float, bool, float]], ready: int) -> BurstMemory:
     """One decision per 15 s at each (demand, SLO met, missed share)."""
     memory = BurstMemory()
     for i, (demand, slo_met, missed) in enumerate(steps):
-        memory = observe(
-            memory,
-            now=15.0 * i,
-            ready=ready,
-            demand=demand,
-            per_replica=4.0,
-            slo_met=slo_met,
-            scaled_up=False,
-            span=SPAN,
-            lag=LAG,
-            default_cold_start=120.0,
-            missed=missed,
-        )
+        memory = _step(memory, 15.0 * i, ready, demand, False, slo_met, missed)
     return memory
 
 
@@ -99,21 +112,6 @@ def test_bursts_from_nothing_count() -> None:
     idle = [0.0] * 6
     assert len(_feed(idle + SHORT + idle + SHORT + idle).bursts) == 2
     assert len(_feed(idle + [3.9] * 4 + idle).bursts) == 0  # one replica serves it
-
-
-def _step(memory: BurstMemory, now: float, ready: int, demand: float, up: bool) -> BurstMemory:
-    return observe(
-        memory,
-        now=now,
-        ready=ready,
-        demand=demand,
-        per_replica=4.0,
-        slo_met=True,
-        scaled_up=up,
-        span=SPAN,
-        lag=LAG,
-        default_cold_start=120.0,
-    )
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.policy_helpers import CAPACITY, first_history, fleet, signals, spec
 from tokenfleet.autoscale.policy import DEFAULTS, decide
-from tokenfleet.autoscale.types import CapacityEstimate, History
+from tokenfleet.autoscale.types import CapacityEstimate, Decision, History
 
 NOW = 1000.0
 
@@ -29,6 +29,14 @@ def settled(observed: float | None = None, ready: int = 4) -> History:
         ready_changed_at=NOW - DEFAULTS.learn_settle_seconds - 1,
         trusted_since=NOW - DEFAULTS.learn_settle_seconds - 1,
     )
+
+
+def on_settled_fleet(
+    history: History, now: float, rate: float, ttft: float, attainment: float
+) -> Decision:
+    """One decision on 4 ready replicas whose count has not changed since long ago."""
+    sig = signals(now, 4, rate, ttft, attainment)
+    return decide(spec(), fleet(4), sig, replace(history, ready_changed_at=0.0), now)
 
 
 @pytest.mark.parametrize(
@@ -131,20 +139,8 @@ def test_learning_stays_within_bounds_of_the_prediction() -> None:
     low, high = settled(), settled()
     for step in range(100):
         now = NOW + step * 15
-        low = decide(
-            spec(),
-            fleet(4),
-            signals(now, 4, 0.4, 0.8, 0.5),
-            replace(low, ready_changed_at=0.0),
-            now,
-        ).history
-        high = decide(
-            spec(),
-            fleet(4),
-            signals(now, 4, 4000.0, 0.1, 1.0),
-            replace(high, ready_changed_at=0.0),
-            now,
-        ).history
+        low = on_settled_fleet(low, now, 0.4, 0.8, 0.5).history
+        high = on_settled_fleet(high, now, 4000.0, 0.1, 1.0).history
     assert low.capacity is not None and high.capacity is not None
     assert low.capacity.observed == pytest.approx(CAPACITY * 0.25)
     assert high.capacity.observed == pytest.approx(CAPACITY * 4)
@@ -162,13 +158,7 @@ def test_learnt_capacity_drives_the_feed_forward() -> None:
     rates = []
     for step in range(6):
         now = NOW + step * 15
-        d = decide(
-            spec(),
-            fleet(4),
-            signals(now, 4, 32.0, 0.8, 0.9),
-            replace(history, ready_changed_at=0.0),
-            now,
-        )
+        d = on_settled_fleet(history, now, 32.0, 0.8, 0.9)
         history = d.history
         rates.append(d.details["capacity"])
     # First step bounded (x0.8), then 10% under the load that broke: no further drift.

@@ -93,13 +93,18 @@ def test_decodes_are_scheduled_before_new_prefill() -> None:
     assert [(r.request_id, n) for r, n in step.work] == [("old", 1), ("new", 63)]
 
 
-def test_preemption_recomputes_the_newest_request_when_kv_runs_out() -> None:
-    # 6 blocks = 96 tokens. Two requests of 30-token prompts each grow to 30 + 40 = 70
-    # tokens (5 blocks): both are admitted (2 blocks each) but cannot both finish.
+def two_that_cannot_both_finish() -> tuple[Scheduler, SimRequest, SimRequest]:
+    """6 blocks = 96 tokens. Two requests of 30-token prompts each grow to 30 + 40 = 70
+    tokens (5 blocks): both are admitted (2 blocks each) but cannot both finish."""
     scheduler = Scheduler(config(kv=96, max_len=96), LINEAR)
     older, newer = request("older", 30, 40), request("newer", 30, 40)
     scheduler.add(older)
     scheduler.add(newer)
+    return scheduler, older, newer
+
+
+def test_preemption_recomputes_the_newest_request_when_kv_runs_out() -> None:
+    scheduler, older, newer = two_that_cannot_both_finish()
     now = 0.0
     preempted: list[str] = []
     while not scheduler.idle:
@@ -118,10 +123,7 @@ def test_preemption_recomputes_the_newest_request_when_kv_runs_out() -> None:
 
 
 def test_preempted_request_recomputes_prompt_and_generated_tokens() -> None:
-    scheduler = Scheduler(config(kv=96, max_len=96), LINEAR)
-    older, newer = request("older", 30, 40), request("newer", 30, 40)
-    scheduler.add(older)
-    scheduler.add(newer)
+    scheduler, _, newer = two_that_cannot_both_finish()
     now = 0.0
     while True:
         step = scheduler.schedule(now)
