@@ -1,6 +1,7 @@
 """Runs of tokenfleet.scheduling's schedulers for the tests that compare two of them: drive
-one through arrivals as the engine loop does, hold the lazy load runs to the exact ones
-over a table of loads, and count what a fast path took."""
+one through arrivals as the engine loop does, run the fleet replay's fast replica over the
+same arrivals, hold the lazy load runs to the exact ones over a table of loads, and count
+what a fast path took."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
+from tokenfleet.autoscale.fleetsim.replica import FastReplica, FleetRequest
+from tokenfleet.scheduling.core import (
+    Arrival,
+    Scheduler,
+    SchedulerConfig,
+    SimRequest,
+    StepTimer,
+)
 from tokenfleet.scheduling.virtual import closed_loop, offline, open_loop
 
 
@@ -83,3 +91,18 @@ def count_calls(
 
     monkeypatch.setattr(owner, name, counted)
     return taken
+
+
+def fast_replica_run(
+    config: SchedulerConfig, timer: StepTimer, arrivals: list[Arrival]
+) -> list[FleetRequest]:
+    """The fleet replay's FastReplica over `arrivals`, drained; its requests, with times."""
+    replica = FastReplica(config, timer)
+    requests = []
+    for a in arrivals:
+        replica.advance(a.at)
+        request = FleetRequest(a.at, a.prompt_tokens, a.max_tokens)
+        replica.add(request)
+        requests.append(request)
+    replica.drain()
+    return requests

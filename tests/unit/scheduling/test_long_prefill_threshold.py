@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
+from tests.support.scheduler_runs import fast_replica_run
 from tests.support.step_timers import Roofline
-from tokenfleet.autoscale.fleetsim.replica import FastReplica, FleetRequest
 from tokenfleet.scheduling.core import Arrival, SchedulerConfig, simulate
 
 # A compute-bound prefill: 0.1 ms a prompt token, 5 ms a step.
@@ -24,15 +24,7 @@ def _exact(config: SchedulerConfig, arrivals: list[Arrival]) -> list[float]:
 
 
 def _fleet(config: SchedulerConfig, arrivals: list[Arrival]) -> list[float]:
-    replica = FastReplica(config, TIMER)
-    requests = []
-    for a in arrivals:
-        replica.advance(a.at)
-        request = FleetRequest(a.at, a.prompt_tokens, a.max_tokens)
-        replica.add(request)
-        requests.append(request)
-    replica.drain()
-    return [r.ttft for r in requests]
+    return [r.ttft for r in fast_replica_run(config, TIMER, arrivals)]
 
 
 @pytest.mark.parametrize("model", [_exact, _fleet], ids=["scheduler", "fleetsim"])

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.support.scheduler_runs import fast_replica_run
 from tokenfleet.autoscale.fleetsim.replica import FastReplica, FleetRequest
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model, plan, step_model
 from tokenfleet.scheduling.core import Arrival, SchedulerConfig, simulate
@@ -47,15 +48,7 @@ def _both(
     config: SchedulerConfig, timer: object, arrivals: list[Arrival]
 ) -> tuple[list, list[FleetRequest]]:
     exact = simulate(config, timer, arrivals)  # type: ignore[arg-type]
-    fast = FastReplica(config, timer)  # type: ignore[arg-type]
-    mine = []
-    for a in arrivals:
-        fast.advance(a.at)
-        request = FleetRequest(a.at, a.prompt_tokens, a.max_tokens)
-        fast.add(request)
-        mine.append(request)
-    fast.drain()
-    return exact, mine
+    return exact, fast_replica_run(config, timer, arrivals)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("rate", [0.5, 2.0])
