@@ -6,7 +6,13 @@ were free); once the first is deleted, the second is reconciled."""
 
 from __future__ import annotations
 
-from tests.support.cluster_objects import DEPLOYMENTS, LLMS_PATH, condition, create, example
+from tests.support.cluster_objects import (
+    DEPLOYMENTS,
+    LLMS_PATH,
+    create,
+    degraded_condition,
+    example,
+)
 from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 from tokenfleet.testing.kmock_cluster import LWS, Cluster
 
@@ -37,10 +43,7 @@ async def test_the_second_llmservice_deriving_a_name_is_refused_whole(
     await eventually(lambda: cluster.items(LWS), what="the LeaderWorkerSet")
 
     await create(cluster, renamed(f"{MULTI}-lws"))
-    degraded = await eventually(
-        lambda: (c := condition(cluster, f"{MULTI}-lws", "Degraded")).get("status") == "True" and c,
-        what="NameConflict",
-    )
+    degraded = await degraded_condition(cluster, f"{MULTI}-lws")
     assert degraded["reason"] == "NameConflict"
     assert f"Service {NAMESPACE}/{MULTI}-lws" in degraded["message"]
     assert f"LLMService {MULTI}-lws and LLMService {MULTI}" in degraded["message"]

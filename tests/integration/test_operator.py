@@ -17,6 +17,7 @@ from tests.support.cluster_objects import (
     condition,
     crd_status_schema,
     create,
+    degraded_condition,
     engine_args,
     events,
     example,
@@ -202,10 +203,7 @@ async def test_plan_failure_is_degraded_and_creates_nothing(
     body["spec"].pop("storage", None)
     await create(cluster, body)
 
-    degraded = await eventually(
-        lambda: (c := condition(cluster, "too-big", "Degraded")).get("status") == "True" and c,
-        what="Degraded=True",
-    )
+    degraded = await degraded_condition(cluster, "too-big")
     assert degraded["reason"] == "PlanFailed"
     assert degraded["message"]
     assert condition(cluster, "too-big", "Planned")["status"] == "False"
@@ -222,10 +220,7 @@ async def test_invalid_spec_is_degraded_with_the_parse_message(
     body["spec"]["workload"]["maxModelLenn"] = 4096  # slipped past a missing CRD schema
     await create(cluster, body)
 
-    degraded = await eventually(
-        lambda: (c := condition(cluster, "typo", "Degraded")).get("status") == "True" and c,
-        what="Degraded=True",
-    )
+    degraded = await degraded_condition(cluster, "typo")
     assert degraded["reason"] == "InvalidSpec"
     assert "maxModelLenn" in degraded["message"]
     assert owned(cluster) == []
@@ -238,12 +233,7 @@ async def test_missing_leaderworkerset_crd_is_degraded_and_creates_nothing(
     await start_operator()
     await create(cluster, example("llama-3.1-405b-multinode.yaml"))
 
-    degraded = await eventually(
-        lambda: (
-            (c := condition(cluster, "llama-3-1-405b", "Degraded")).get("status") == "True" and c
-        ),
-        what="Degraded=True",
-    )
+    degraded = await degraded_condition(cluster, "llama-3-1-405b")
     assert degraded["reason"] == "LeaderWorkerSetMissing"
     assert "install LeaderWorkerSet" in degraded["message"]
     assert (
@@ -283,10 +273,7 @@ async def test_missing_config_map_is_degraded(
 ) -> None:
     await start_operator()
     await create(cluster, example("qwen2.5-7b-configmap.yaml"))
-    degraded = await eventually(
-        lambda: (c := condition(cluster, "qwen2-5-7b", "Degraded")).get("status") == "True" and c,
-        what="Degraded=True",
-    )
+    degraded = await degraded_condition(cluster, "qwen2-5-7b")
     assert degraded["reason"] == "ConfigMapNotFound"
     assert "qwen2-5-7b-config" in degraded["message"]
     assert owned(cluster) == []
@@ -325,9 +312,6 @@ async def test_unprocessable_apply_is_degraded_with_the_api_message(
     )
     await start_operator()
     await create(cluster, example("llama-3.1-8b-l4.yaml"))
-    degraded = await eventually(
-        lambda: (c := condition(cluster, "llama-3-1-8b", "Degraded")).get("status") == "True" and c,
-        what="Degraded=True",
-    )
+    degraded = await degraded_condition(cluster, "llama-3-1-8b")
     assert degraded["reason"] == "ApplyFailed"
     assert "spec.template: Invalid value" in degraded["message"]

@@ -28,6 +28,7 @@ from tests.support.cluster_objects import (
     LLMS_PATH,
     condition,
     create,
+    degraded_condition,
     example,
     llms,
     owned,
@@ -150,10 +151,7 @@ async def test_refused_with_the_field_and_nothing_created(
     await start_operator()
     await create(cluster, copy.deepcopy(body))
     name = body["metadata"]["name"]
-    degraded = await eventually(
-        lambda: (c := condition(cluster, name, "Degraded")).get("status") == "True" and c,
-        what="Degraded=True",
-    )
+    degraded = await degraded_condition(cluster, name)
     if reason is not None:
         assert degraded["reason"] == reason
     assert fragment in degraded["message"], degraded["message"]

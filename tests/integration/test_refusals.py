@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster_objects import condition, create, example, owned
-from tests.support.operator_harness import StartOperator, eventually
+from tests.support.cluster_objects import create, degraded_condition, example, owned
+from tests.support.operator_harness import StartOperator
 from tokenfleet.testing.kmock_cluster import Cluster
 
 
@@ -43,10 +43,7 @@ async def test_refused_with_the_spec_field(
         body["spec"].setdefault(section, {}).update(values)
     body["spec"]["gpu"].pop("count", None)
     await create(cluster, body)
-    degraded = await eventually(
-        lambda: (c := condition(cluster, name, "Degraded")).get("status") == "True" and c,
-        what="Degraded=True",
-    )
+    degraded = await degraded_condition(cluster, name)
     assert degraded["reason"] == "PlanFailed"
     assert fragment in degraded["message"], degraded["message"]
     assert " --" not in degraded["message"]  # no CLI flag in a YAML user's status

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.operator_harness import NAMESPACE
+from tests.support.operator_harness import NAMESPACE, eventually
 from tokenfleet.testing.kmock_cluster import LLMSERVICES, LWS, Cluster
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -43,6 +43,17 @@ def llms(cluster: Cluster, name: str) -> dict[str, Any]:
 def condition(cluster: Cluster, name: str, type_: str) -> dict[str, Any]:
     conditions = llms(cluster, name).get("status", {}).get("conditions", [])
     return next((c for c in conditions if c["type"] == type_), {})
+
+
+async def degraded_condition(cluster: Cluster, name: str) -> dict[str, Any]:
+    """The LLMService's Degraded condition, once it is True."""
+
+    def check() -> dict[str, Any] | None:
+        c = condition(cluster, name, "Degraded")
+        return c if c.get("status") == "True" else None
+
+    found: dict[str, Any] = await eventually(check, what="Degraded=True")
+    return found
 
 
 def owned(cluster: Cluster) -> list[dict[str, Any]]:
