@@ -19,6 +19,7 @@ from tests.support.cluster_objects import (
     DEPLOYMENTS,
     LLMS_PATH,
     condition,
+    condition_when,
     create,
     events,
     llms,
@@ -83,20 +84,12 @@ async def test_limited_at_max_and_held_when_prometheus_is_down(
     source, policy = Source(), StubPolicy(target=9)  # maxReplicas is 4
     await start(start_operator, source, policy)
     await create(cluster, autoscaled())
-    cond = await eventually(
-        lambda: (
-            (c := condition(cluster, NAME, "Autoscaling")).get("reason") == "LimitedAtMax" and c
-        ),
-        what="LimitedAtMax",
-    )
+    cond = await condition_when(cluster, NAME, "Autoscaling", reason="LimitedAtMax")
     assert cond["status"] == "True"
     assert llms(cluster, NAME)["spec"].get("replicas") == 4
 
     source.down = True
-    cond = await eventually(
-        lambda: (c := condition(cluster, NAME, "Autoscaling")).get("reason") == "Held" and c,
-        what="Held while Prometheus is down",
-    )
+    cond = await condition_when(cluster, NAME, "Autoscaling", reason="Held")
     assert cond["status"] == "False" and cond["message"].startswith("PrometheusDown")
     assert status(cluster)["autoscaling"]["held"] == "PrometheusDown"
     assert llms(cluster, NAME)["spec"].get("replicas") == 4  # held: nothing changed

@@ -20,7 +20,9 @@ from tests.support.cluster_objects import (
     LLMS_PATH,
     SERVICES,
     condition,
+    condition_when,
     create,
+    degraded_condition,
     events,
     example,
     llms,
@@ -53,13 +55,7 @@ async def test_routing_on_then_off(cluster: Cluster, start_operator: StartOperat
         cluster.install(api)
     await start_operator()
     await create(cluster, zero_example())
-    routing = await eventually(
-        lambda: (
-            condition(cluster, NAME, "Routing").get("status") == "True"
-            and condition(cluster, NAME, "Routing")
-        ),
-        what="Routing True",
-    )
+    routing = await condition_when(cluster, NAME, "Routing", status="True")
     assert routing["reason"] == "PoolApplied"
     assert present(cluster) == ROUTING
     uid = llms(cluster, NAME)["metadata"]["uid"]
@@ -80,10 +76,7 @@ async def test_routing_on_then_off(cluster: Cluster, start_operator: StartOperat
     await patch(cluster, path, {"spec": {"routing": {"enabled": False}}})
     await eventually(lambda: not present(cluster), what="every routing object deleted")
     # Pruned within the reconcile; its status is written right after.
-    await eventually(
-        lambda: condition(cluster, NAME, "Routing").get("reason") == "Disabled",
-        what="Routing Disabled",
-    )
+    await condition_when(cluster, NAME, "Routing", reason="Disabled")
     assert condition(cluster, NAME, "Degraded")["status"] == "False"
     assert cluster.get(DEPLOYMENTS, NAMESPACE, NAME)  # the engines stay
     assert cluster.get(SERVICES, NAMESPACE, NAME)
@@ -95,13 +88,7 @@ async def test_inference_pool_crd_missing_is_a_condition_not_a_failure(
     cluster.install(PODMONITORS)  # no InferencePool, no HTTPRoute API
     await start_operator()
     await create(cluster, zero_example())
-    routing = await eventually(
-        lambda: (
-            condition(cluster, NAME, "Routing").get("reason") == "InferencePoolMissing"
-            and condition(cluster, NAME, "Routing")
-        ),
-        what="Routing InferencePoolMissing",
-    )
+    routing = await condition_when(cluster, NAME, "Routing", reason="InferencePoolMissing")
     assert routing["status"] == "False"
     assert "inference.networking.k8s.io/v1" in routing["message"]
     assert "gateway-api-inference-extension" in routing["message"]  # what to install
@@ -129,13 +116,7 @@ async def test_min_replicas_zero_without_routing_is_refused(
     body = copy.deepcopy(zero_example())
     body["spec"]["routing"] = {"enabled": False}
     await create(cluster, body)
-    degraded = await eventually(
-        lambda: (
-            condition(cluster, NAME, "Degraded").get("status") == "True"
-            and condition(cluster, NAME, "Degraded")
-        ),
-        what="Degraded",
-    )
+    degraded = await degraded_condition(cluster, NAME)
     assert degraded["reason"] == "InvalidSpec"
     assert "spec.autoscaling.minReplicas: 0 needs spec.routing.enabled: true" in degraded["message"]
     assert "set spec.autoscaling.minReplicas to 1 or more" in degraded["message"]
@@ -154,13 +135,7 @@ async def test_a_namespace_without_routing_rights_is_degraded_with_the_fix(
     cluster.fail("PATCH", r"/serviceaccounts/", 403, times=10**6, message=forbidden)
     await start_operator()
     await create(cluster, zero_example())
-    degraded = await eventually(
-        lambda: (
-            condition(cluster, NAME, "Degraded").get("status") == "True"
-            and condition(cluster, NAME, "Degraded")
-        ),
-        what="Degraded",
-    )
+    degraded = await degraded_condition(cluster, NAME)
     assert degraded["reason"] == "ApplyFailed"
     assert "403" in degraded["message"] and "routingNamespaces" in degraded["message"]
     assert present(cluster) == []

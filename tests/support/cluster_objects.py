@@ -45,15 +45,22 @@ def condition(cluster: Cluster, name: str, type_: str) -> dict[str, Any]:
     return next((c for c in conditions if c["type"] == type_), {})
 
 
-async def degraded_condition(cluster: Cluster, name: str) -> dict[str, Any]:
-    """The LLMService's Degraded condition, once it is True."""
+async def condition_when(cluster: Cluster, name: str, type_: str, **fields: str) -> dict[str, Any]:
+    """The LLMService's condition `type_`, once each of `fields` (status=, reason=) has its
+    value."""
 
     def check() -> dict[str, Any] | None:
-        c = condition(cluster, name, "Degraded")
-        return c if c.get("status") == "True" else None
+        c = condition(cluster, name, type_)
+        return c if all(c.get(k) == v for k, v in fields.items()) else None
 
-    found: dict[str, Any] = await eventually(check, what="Degraded=True")
+    what = " ".join([type_, *(f"{k}={v}" for k, v in fields.items())])
+    found: dict[str, Any] = await eventually(check, what=what)
     return found
+
+
+async def degraded_condition(cluster: Cluster, name: str) -> dict[str, Any]:
+    """The LLMService's Degraded condition, once it is True."""
+    return await condition_when(cluster, name, "Degraded", status="True")
 
 
 def owned(cluster: Cluster) -> list[dict[str, Any]]:
