@@ -13,21 +13,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.clocks import ManualClock
-from tests.support.step_timers import Roofline
-from tokenfleet.scheduling.core import SchedulerConfig
-from tokenfleet.sim.server import SimSettings, build_app
-
-# 10 ms per step plus 0.1 ms per prefill token.
-FLAT = Roofline(overhead=0.010, per_prefill_token=0.0001)
-
-
-CONFIG = SchedulerConfig(
-    kv_cache_tokens=8192, max_num_seqs=8, max_num_batched_tokens=512, max_model_len=1024
-)
+from tests.support.sim_app import CONFIG, FLAT, Client, ManualClock, sim_clients
+from tokenfleet.sim.server import SimSettings
 
 
 def settings(engine: str = "vllm", seed: int = 0) -> SimSettings:
@@ -41,20 +30,12 @@ ClientFactory = Callable[..., Any]
 
 @pytest.fixture
 async def make_client() -> AsyncIterator[ClientFactory]:
-    clients: list[TestClient[Any, Any]] = []
+    async with sim_clients() as start:
 
-    async def make(s: SimSettings | None = None, real_clock: bool = False) -> TestClient[Any, Any]:
-        clock = None if real_clock else ManualClock()
-        client: TestClient[Any, Any] = TestClient(
-            TestServer(build_app(s or settings(), FLAT, clock))
-        )
-        await client.start_server()
-        clients.append(client)
-        return client
+        async def make(s: SimSettings | None = None, real_clock: bool = False) -> Client:
+            return await start(s or settings(), None if real_clock else ManualClock())
 
-    yield make
-    for client in clients:
-        await client.close()
+        yield make
 
 
 def sse_events(raw: str) -> list[str]:

@@ -13,20 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.clocks import ManualClock
-from tests.support.step_timers import Roofline
-from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest
+from tests.support.sim_app import CONFIG, FLAT, ManualClock, sim_clients
+from tests.support.sim_app import Client as SimClient
+from tokenfleet.scheduling.core import Scheduler, SimRequest
 from tokenfleet.sim.lora import Adapters, LoraSettings, LoraTimer
-from tokenfleet.sim.server import SimSettings, build_app
+from tokenfleet.sim.server import SimSettings
 
 Client = Callable[..., Any]
-FLAT = Roofline(overhead=0.010, per_prefill_token=0.0001)
-CONFIG = SchedulerConfig(
-    kv_cache_tokens=8192, max_num_seqs=8, max_num_batched_tokens=512, max_model_len=1024
-)
 
 
 def adapter_dir(root: Path, name: str, rank: int) -> Path:
@@ -38,21 +33,16 @@ def adapter_dir(root: Path, name: str, rank: int) -> Path:
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
-    started: list[TestClient[Any, Any]] = []
+    async with sim_clients() as start:
 
-    async def make(engine: str = "vllm", **lora: Any) -> TestClient[Any, Any]:
-        settings = SimSettings(
-            served_model="base", engine=engine, config=CONFIG, time_scale=1000.0,
-            lora=LoraSettings(**{"slots": 2, "max_rank": 16, **lora}),
-        )  # fmt: skip
-        c: TestClient[Any, Any] = TestClient(TestServer(build_app(settings, FLAT, ManualClock())))
-        await c.start_server()
-        started.append(c)
-        return c
+        async def make(engine: str = "vllm", **lora: Any) -> SimClient:
+            settings = SimSettings(
+                served_model="base", engine=engine, config=CONFIG, time_scale=1000.0,
+                lora=LoraSettings(**{"slots": 2, "max_rank": 16, **lora}),
+            )  # fmt: skip
+            return await start(settings, ManualClock())
 
-    yield make
-    for c in started:
-        await c.close()
+        yield make
 
 
 async def test_vllm_load_list_use_unload(client: Client, tmp_path: Path) -> None:
