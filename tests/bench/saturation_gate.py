@@ -42,6 +42,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from tests.support.plan_cases import GPUS, MODELS, WORKLOADS, plan_row
+from tests.support.scheduler_runs import steady_replica
 from tokenfleet.capacity import (
     PlanError,
     PlanRequest,
@@ -153,7 +154,6 @@ LOOP_SHAPES = ((256, 64), (512, 128), (1024, 256), (2048, 300))
 def loops() -> None:
     from tokenfleet.capacity import step_model
     from tokenfleet.capacity.overheads import request_overhead_s
-    from tokenfleet.scheduling.core import SchedulerConfig
     from tokenfleet.scheduling.steady import closed_loop_rate
     from tokenfleet.scheduling.virtual import closed_loop
 
@@ -170,15 +170,7 @@ def loops() -> None:
                 )
                 try:
                     p = plan(req)
-                    clients = min(64, p.max_num_seqs, p.kv_cache_tokens // (i + o + 16))
-                    config = SchedulerConfig(
-                        kv_cache_tokens=p.kv_cache_tokens,
-                        max_num_seqs=p.max_num_seqs,
-                        max_num_batched_tokens=p.max_num_batched_tokens,
-                        max_model_len=p.max_model_len,
-                        block_size=1,
-                        mixed_prefill=False,
-                    )
+                    config, clients = steady_replica(p, i, o)  # SGLang's pages and batches
                     timer = step_model(p)
                     h = request_overhead_s("sglang", i)
                     measured = max(32, clients // 2)

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from tokenfleet.autoscale.fleetsim.replica import FastReplica, FleetRequest
+from tokenfleet.capacity.types import Plan
+from tokenfleet.engines.registry import engine
 from tokenfleet.scheduling.core import (
     Arrival,
     Scheduler,
@@ -106,3 +108,20 @@ def fast_replica_run(
         requests.append(request)
     replica.drain()
     return requests
+
+
+def steady_replica(p: Plan, prompt: int, output: int) -> tuple[SchedulerConfig, int]:
+    """The planned replica as a scheduler config (its engine's page and batching policy from
+    the registry), and the most clients (up to 64, as plan() simulates) whose whole
+    requests of `prompt` + `output` tokens fit its KV cache: a steady state without
+    preemption."""
+    record = engine(p.engine)
+    config = SchedulerConfig(
+        kv_cache_tokens=p.kv_cache_tokens,
+        max_num_seqs=p.max_num_seqs,
+        max_num_batched_tokens=p.max_num_batched_tokens,
+        max_model_len=p.max_model_len,
+        block_size=record.block_size,
+        mixed_prefill=record.mixed_prefill,
+    )
+    return config, min(64, p.max_num_seqs, p.kv_cache_tokens // (prompt + output + 16))

@@ -11,6 +11,7 @@ import math
 
 import pytest
 
+from tests.support.scheduler_runs import steady_replica
 from tests.support.step_timers import Roofline
 from tokenfleet.capacity import PlanRequest, get_gpu, load_model, plan, step_model
 from tokenfleet.capacity.overheads import request_overhead_s
@@ -86,15 +87,7 @@ def test_steady_state_on_the_capacity_models_step_times(
         output_tokens=out,
     )
     p = plan(req)
-    clients = min(64, p.max_num_seqs, p.kv_cache_tokens // (inp + out + 16))
-    config = SchedulerConfig(
-        kv_cache_tokens=p.kv_cache_tokens,
-        max_num_seqs=p.max_num_seqs,
-        max_num_batched_tokens=p.max_num_batched_tokens,
-        max_model_len=p.max_model_len,
-        block_size=1 if engine == "sglang" else 16,
-        mixed_prefill=engine != "sglang",
-    )
+    config, clients = steady_replica(p, inp, out)
     timer = step_model(p)
     overhead = request_overhead_s(engine, inp)
     simulated = _simulated(config, timer, clients, shape, overhead)
