@@ -33,6 +33,92 @@ GIB = 1024**3
 
 
 @dataclass(frozen=True)
+class EngineFacts:
+    """What the planner and its callers decide by engine kind, the same at every version.
+
+    Here, below the engine registry (engines/registry.py), because the capacity model reads
+    them and engines/ imports capacity; the registry's record carries them as `facts`.
+    """
+
+    # The flag that sets the share of GPU memory the engine takes.
+    memory_flag: str
+    # True: the engine sizes its KV cache from a profile run under a utilization budget
+    # (vLLM: forward and sampler peaks, CUDA graphs beside it). False: from a static pool
+    # after the weights, whose default fraction the engine computes itself (SGLang).
+    profile_run: bool
+    # Whether it starts with a KV pool smaller than its context length, rejecting the
+    # requests that do not fit (SGLang), instead of refusing to start (vLLM).
+    starts_below_context: bool
+    # Whether prefill chunks share a step with decodes (SGLang runs prefill batches its
+    # decodes wait for).
+    mixed_prefill: bool
+    # Whether its CPU n-gram proposer turns async scheduling off (vllm/config/vllm.py).
+    ngram_stops_async: bool
+    # Whether it has a per-step cap on a long prompt's chunk (--long-prefill-token-threshold).
+    long_prefill_cap: bool
+    # LoRA: the flag that sets the adapter slots; whether the base model's requests take a
+    # slot of their own (SGLang's mem_pool.py prepare_lora_batch); whether only the ranks of
+    # its kernels are accepted (lora.VLLM_RANKS); whether every pipeline stage holds every
+    # layer's buffers and the embedding's and LM head's (SGLang); whether the LM head's B is
+    # split by TP (SGLang; vLLM keeps the whole vocabulary on every rank); whether adapters
+    # can be pinned in their slots.
+    lora_slots_flag: str
+    lora_base_slot: bool
+    lora_fixed_ranks: bool
+    lora_every_stage: bool
+    lora_head_split: bool
+    lora_pinning: bool
+    # Disaggregated serving: the KV transfer backends it renders, and whether its connector
+    # wants equal TP on both roles for a model without MLA (SGLang, capacity/disagg/rules.py).
+    transfer_backends: tuple[str, ...]
+    pd_equal_tp_unless_mla: bool
+
+
+ENGINE_FACTS: dict[str, EngineFacts] = {
+    "vllm": EngineFacts(
+        memory_flag="gpu-memory-utilization",
+        profile_run=True,
+        starts_below_context=False,
+        mixed_prefill=True,
+        ngram_stops_async=True,
+        long_prefill_cap=True,
+        lora_slots_flag="--max-loras",
+        lora_base_slot=False,
+        lora_fixed_ranks=True,
+        lora_every_stage=False,
+        lora_head_split=False,
+        lora_pinning=False,
+        transfer_backends=("nixl",),
+        pd_equal_tp_unless_mla=False,
+    ),
+    "sglang": EngineFacts(
+        memory_flag="mem-fraction-static",
+        profile_run=False,
+        starts_below_context=True,
+        mixed_prefill=False,
+        ngram_stops_async=False,
+        long_prefill_cap=False,
+        lora_slots_flag="--max-loras-per-batch",
+        lora_base_slot=True,
+        lora_fixed_ranks=False,
+        lora_every_stage=True,
+        lora_head_split=True,
+        lora_pinning=True,
+        transfer_backends=("nixl", "mooncake"),
+        pd_equal_tp_unless_mla=True,
+    ),
+}
+
+
+def engine_facts(engine: str) -> EngineFacts:
+    """The facts of engine kind `engine`; a PlanError naming the field for an unknown one."""
+    try:
+        return ENGINE_FACTS[engine]
+    except KeyError:
+        raise PlanError("engine", engine, "unknown engine", "use vllm or sglang") from None
+
+
+@dataclass(frozen=True)
 class EngineProfile:
     engine: str
     name: str
@@ -117,29 +203,26 @@ _VLLM_NEWER = replace(
 )
 
 
-def engine_profile(engine: str, version: str | None = None) -> EngineProfile:
-    if engine not in DEFAULT_VERSIONS:
-        raise PlanError("engine", engine, "unknown engine", "use vllm or sglang")
-    resolved = version or DEFAULT_VERSIONS[engine]
-    v = parse_version(resolved)
-    if engine == "sglang":
-        return EngineProfile(
-            engine="sglang",
-            name="sglang",
-            version=resolved,
-            forward_factor=1.0,
-            sampler_factor=4.0,
-            activation_peaks_add=False,
-            non_torch_tp1_gib=0.0,
-            non_torch_base_gib=0.0,
-            non_torch_per_rank_gib=0.0,
-            cuda_graphs_in_budget=False,
-            default_memory_fraction=0.85,
-            block_size=1,
-            init_overhead_gib=0.45,
-            init_overhead_per_rank_gib=0.07,
-            reserve_outputs=True,
-        )
+_SGLANG = EngineProfile(
+    engine="sglang",
+    name="sglang",
+    version="",
+    forward_factor=1.0,
+    sampler_factor=4.0,
+    activation_peaks_add=False,
+    non_torch_tp1_gib=0.0,
+    non_torch_base_gib=0.0,
+    non_torch_per_rank_gib=0.0,
+    cuda_graphs_in_budget=False,
+    default_memory_fraction=0.85,
+    block_size=1,
+    init_overhead_gib=0.45,
+    init_overhead_per_rank_gib=0.07,
+    reserve_outputs=True,
+)
+
+
+def _vllm_profile(resolved: str, v: tuple[int, int, int]) -> EngineProfile:
     if v < (0, 9, 0):
         raise PlanError(
             "engine-version",
@@ -151,18 +234,41 @@ def engine_profile(engine: str, version: str | None = None) -> EngineProfile:
     return replace(family, version=resolved, reserve_full_sequence=v >= RESERVE_FULL_SEQUENCE_SINCE)
 
 
+def _sglang_profile(resolved: str, v: tuple[int, int, int]) -> EngineProfile:
+    return replace(_SGLANG, version=resolved)
+
+
+_PROFILES = {"vllm": _vllm_profile, "sglang": _sglang_profile}
+
+
+def engine_profile(engine: str, version: str | None = None) -> EngineProfile:
+    if engine not in DEFAULT_VERSIONS:
+        raise PlanError("engine", engine, "unknown engine", "use vllm or sglang")
+    resolved = version or DEFAULT_VERSIONS[engine]
+    return _PROFILES[engine](resolved, parse_version(resolved))
+
+
 def default_batch_limits(engine: str, gpu: GPU, version: str | None = None) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) the engine picks when not told.
 
     vLLM's OpenAI server: 8192 / 1024 on large non-A100 GPUs, else 2048 / 256.
     SGLang: chunked_prefill_size by its GPU-memory tier (sglang_defaults.memory_tier).
     """
-    if engine == "sglang":
-        from tokenfleet.capacity.sglang_defaults import memory_tier  # it reads parse_version
+    return _BATCH_LIMITS.get(engine, _vllm_batch_limits)(gpu, version)
 
-        chunk = memory_tier(gpu.memory_gib, 1, version).chunked_prefill_size
-        return chunk, 1024 if gpu.large else 256
+
+def _vllm_batch_limits(gpu: GPU, version: str | None) -> tuple[int, int]:
     return (8192, 1024) if gpu.large else (2048, 256)
+
+
+def _sglang_batch_limits(gpu: GPU, version: str | None) -> tuple[int, int]:
+    from tokenfleet.capacity.sglang_defaults import memory_tier  # it reads parse_version
+
+    chunk = memory_tier(gpu.memory_gib, 1, version).chunked_prefill_size
+    return chunk, 1024 if gpu.large else 256
+
+
+_BATCH_LIMITS = {"vllm": _vllm_batch_limits, "sglang": _sglang_batch_limits}
 
 
 def sglang_default_mem_fraction(

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
-from tokenfleet.capacity.engine_profiles import engine_profile
+from tokenfleet.capacity.engine_profiles import ENGINE_FACTS, engine_profile
 from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.speculative import SpeculativeTimer
@@ -117,17 +117,18 @@ class Replica:
         pipeline_parallel_size: int = 1,
         version: str | None = None,
     ) -> Replica:
-        sglang = engine == "sglang"
-        profile = engine_profile("sglang" if sglang else "vllm", version)
+        # An engine the capacity model does not know is planned as vLLM.
+        kind = engine if engine in ENGINE_FACTS else "vllm"
+        profile = engine_profile(kind, version)
         return cls(
             kv_cache_tokens,
             max_num_seqs,
             max_num_batched_tokens,
             max_model_len,
-            block_size=1 if sglang else 16,
-            mixed_prefill=not sglang,
+            block_size=profile.block_size,
+            mixed_prefill=ENGINE_FACTS[kind].mixed_prefill,
             pipeline_lanes=max(1, pipeline_parallel_size),
-            engine="sglang" if sglang else "vllm",
+            engine=kind,
             prefix_caching=profile.prefix_caching,
             reserve_full_sequence=profile.reserve_full_sequence,
             reserve_outputs=profile.reserve_outputs,

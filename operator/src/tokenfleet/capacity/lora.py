@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 
 from tokenfleet.capacity.architecture import ModelArch
+from tokenfleet.capacity.engine_profiles import engine_facts
 from tokenfleet.capacity.errors import PlanError
 
 # vllm/config/lora.py MaxLoRARanks (0.32.0): the only ranks vLLM's LoRAConfig accepts for
@@ -91,7 +92,7 @@ class LoraSlots:
     def engine_slots(self, engine: str) -> int:
         """Slots the engine allocates: SGLang's --max-loras-per-batch counts the base model's
         requests as one more adapter (mem_pool.py prepare_lora_batch)."""
-        return self.slots + 1 if engine == "sglang" else self.slots
+        return self.slots + 1 if engine_facts(engine).lora_base_slot else self.slots
 
     def as_dict(self) -> dict[str, object]:
         doc: dict[str, object] = {"maxLoras": self.slots, "maxRank": self.max_rank}
@@ -102,6 +103,11 @@ class LoraSlots:
         return doc
 
 
+def _engine_rank(engine: str, rank: int) -> int:
+    """The rank the engine runs `rank` at: vLLM rounds up to a rank of its kernels."""
+    return vllm_rank(rank) if engine_facts(engine).lora_fixed_ranks else rank
+
+
 def vllm_rank(rank: int) -> int:
     """The --max-lora-rank vLLM preallocates for adapters up to `rank`."""
     return next((r for r in VLLM_RANKS if r >= rank), VLLM_RANKS[-1])
@@ -110,7 +116,7 @@ def vllm_rank(rank: int) -> int:
 def check_rank(engine: str, rank: int, field: str) -> None:
     if not 1 <= rank <= MAX_RANK:
         raise PlanError(field, rank, f"must be between 1 and {MAX_RANK}", "use e.g. 16 or 64")
-    if engine == "vllm" and rank not in VLLM_RANKS:
+    if engine_facts(engine).lora_fixed_ranks and rank not in VLLM_RANKS:
         raise PlanError(
             field,
             rank,
@@ -141,11 +147,11 @@ def resolve(req: LoraRequest, engine: str) -> LoraSlots:
                 req.rank_field,
                 max_rank,
                 f"is below an adapter's rank {max(above)}",
-                f"raise it to {vllm_rank(max(above)) if engine == 'vllm' else max(above)}",
+                f"raise it to {_engine_rank(engine, max(above))}",
             )
     else:
         top = max(req.ranks, default=DEFAULT_RANK)
-        max_rank = vllm_rank(top) if engine == "vllm" else top
+        max_rank = _engine_rank(engine, top)
     if req.slots is not None:
         if req.slots < 1:
             raise PlanError(req.slots_field, req.slots, "must be at least 1", "use 1 or more")
@@ -293,20 +299,21 @@ def stage_bytes(
     """Bytes of LoRA buffers on one rank of each pipeline stage."""
     r, targets = lora.max_rank, _targets(lora)
     slots = lora.engine_slots(engine)
+    facts = engine_facts(engine)
     h, vocab = arch.hidden, arch.vocab
     out = []
     for s, (start, stop) in enumerate(_stage_bounds(arch, pp)):
-        if engine == "sglang":
+        if facts.lora_every_stage:
             start, stop = 0, arch.layers  # every layer's buffers on every stage
         elements = sum(
             _layer_elements(arch, r, tp, i, expert_parallel, fully_sharded, targets)
             for i in range(start, stop)
         )
-        if "embed_tokens" in targets and (s == 0 or engine == "sglang"):
+        if "embed_tokens" in targets and (s == 0 or facts.lora_every_stage):
             elements += vocab * r + h * r
-        if "lm_head" in targets and (s == pp - 1 or engine == "sglang"):
+        if "lm_head" in targets and (s == pp - 1 or facts.lora_every_stage):
             # vLLM keeps the whole vocabulary on every rank; SGLang splits B by TP.
-            head_out = vocab / tp if engine == "sglang" else vocab
+            head_out = vocab / tp if facts.lora_head_split else vocab
             elements += r * h + head_out * r
         out.append(elements * slots * dtype_bytes)
     return out

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from tokenfleet.capacity.architecture import ModelArch
-from tokenfleet.capacity.engine_profiles import EngineProfile
+from tokenfleet.capacity.engine_profiles import EngineProfile, engine_facts
 from tokenfleet.capacity.gpus import GPU
 from tokenfleet.capacity.kv import (
     layer_token_bytes,
@@ -165,7 +165,7 @@ def evaluate(
         # The drafter lives with the last pipeline stage (vLLM builds it on the last PP
         # rank: gpu_model_runner.py), beside the LM head whose hidden states it reads.
         draft = s.draft if last else None
-        if profile.engine == "sglang":
+        if not engine_facts(profile.engine).profile_run:
             ev = _sglang_stage(
                 arch, profile, layout, s, total, w, full + sliding, lora[stage], draft
             )

@@ -20,6 +20,7 @@ from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.engine_profiles import (
     EngineProfile,
     default_batch_limits,
+    engine_facts,
     engine_profile,
     sglang_default_mem_fraction,
 )
@@ -195,12 +196,12 @@ def _memory_fraction(ctx: _Context, lay: Layout) -> float:
     req, gpu = ctx.req, ctx.req.gpu
     if req.memory_fraction is not None:
         if not 0.05 <= req.memory_fraction <= 0.99:
-            flag = "mem-fraction-static" if req.engine == "sglang" else "gpu-memory-utilization"
+            flag = engine_facts(req.engine).memory_flag
             raise PlanError(
                 flag, req.memory_fraction, "must be between 0.05 and 0.99", "use e.g. 0.9"
             )
         return req.memory_fraction
-    if req.engine == "sglang":
+    if not engine_facts(req.engine).profile_run:
         default = sglang_default_mem_fraction(gpu, ctx.batched, lay.tp, lay.pp, ctx.profile.version)
         seqs = req.max_num_seqs or ctx.max_seqs_default
         s = Settings(default, req.max_model_len or req.arch.max_context, ctx.batched, seqs,
@@ -256,7 +257,8 @@ def _evaluate(ctx: _Context, lay: Layout, max_len: int, need_tokens: int) -> Eva
     settings = _settings(ctx, lay, max_len)
     ev = evaluate(req.arch, req.gpu, ctx.profile, ctx.fmt, lay, settings)
     fewest = _fewest_seqs(ctx)
-    if _fits(ev, need_tokens) or req.max_num_seqs is not None or req.engine == "sglang":
+    sampler_in_profile = engine_facts(req.engine).profile_run
+    if _fits(ev, need_tokens) or req.max_num_seqs is not None or not sampler_in_profile:
         return ev
     if fewest >= settings.max_num_seqs:
         return ev
@@ -322,7 +324,7 @@ def _choose(
             "context; the engine needs rope scaling or will refuse it"
         )
     min_len = req.max_model_len or min(arch.max_context, request_tokens)
-    if req.engine == "sglang":
+    if engine_facts(req.engine).starts_below_context:
         # SGLang starts with a pool smaller than its context length (vLLM refuses to); it
         # then rejects requests that do not fit, so require only the workload's length.
         min_len = min(min_len, request_tokens)
@@ -377,7 +379,7 @@ def _choose(
         )
 
     max_len = want_len
-    if chosen.kv_tokens < want_len and req.engine == "sglang":
+    if chosen.kv_tokens < want_len and engine_facts(req.engine).starts_below_context:
         warnings.append(
             f"KV pool holds {chosen.kv_tokens:,} tokens, less than the {want_len}-token context: "
             "SGLang starts, but longer requests are rejected"
@@ -744,7 +746,7 @@ def _speculative_timer(ctx: _Context, lay: Layout, target: StepModel) -> Specula
         built = build_step_model(arch, ctx.req.gpu, lay.tp, 1, fmt, ctx.kv_bytes, ctx.per_node, 0.0)
         draft_step = draft_step_model(draft, built, fmt.dtype_bytes)
     proposer = 0.0
-    if sp.method == "ngram" and ctx.req.engine == "vllm":
+    if sp.method == "ngram" and engine_facts(ctx.req.engine).ngram_stops_async:
         # vLLM turns async scheduling off for the CPU n-gram proposer (vllm/config/vllm.py):
         # the step's CPU time it would have hidden is paid again.
         full = STEP_OVERHEAD_S
@@ -842,7 +844,8 @@ def _max_num_seqs(ctx: _Context, ev: Evaluation, request_tokens: int) -> int:
 def _warnings(ctx: _Context, ev: Evaluation, max_len: int) -> list[str]:
     out = []
     m, gpu = ev.memory, ctx.req.gpu
-    if ctx.req.engine == "vllm" and not m.cuda_graphs_in_budget:
+    facts = engine_facts(ctx.req.engine)
+    if facts.profile_run and not m.cuda_graphs_in_budget:
         used = m.budget + m.cuda_graphs + CUDA_CONTEXT_GIB * GIB
         if used > gpu.memory_gib * GIB:
             out.append(
@@ -850,7 +853,7 @@ def _warnings(ctx: _Context, ev: Evaluation, max_len: int) -> list[str]:
                 f"context exceed the {gpu.memory_gib} GiB of a {gpu.id}: startup may OOM; lower "
                 "--gpu-memory-utilization"
             )
-    if ctx.req.engine == "sglang" and ctx.req.memory_fraction is None:
+    if not facts.profile_run and ctx.req.memory_fraction is None:
         default = sglang_default_mem_fraction(
             gpu, ctx.batched, ev.layout.tp, ev.layout.pp, ctx.profile.version
         )

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS, engine_profile, parse_version
+from tokenfleet.capacity.engine_profiles import (
+    DEFAULT_VERSIONS,
+    engine_facts,
+    engine_profile,
+    parse_version,
+)
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.long_prefill import LONE_REQUEST_EXEMPT_SINCE
 from tokenfleet.capacity.types import PlanRequest
@@ -55,7 +60,8 @@ def _check_long_prefill_cap(req: PlanRequest, names: Mapping[str, str]) -> None:
     if not req.cap_long_prefills:
         return
     version = req.engine_version or DEFAULT_VERSIONS[req.engine]
-    if req.engine != "vllm" or parse_version(version) < LONE_REQUEST_EXEMPT_SINCE:
+    capped = engine_facts(req.engine).long_prefill_cap
+    if not capped or parse_version(version) < LONE_REQUEST_EXEMPT_SINCE:
         since = ".".join(map(str, LONE_REQUEST_EXEMPT_SINCE))
         raise PlanError(
             _field(names, "cap_long_prefills"),

@@ -32,13 +32,26 @@ planner proposes equal TP for SGLang; a fixed unequal pair without MLA is refuse
 from __future__ import annotations
 
 from tokenfleet.capacity.architecture import ModelArch
-from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS, parse_version
+from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS, engine_facts, parse_version
 from tokenfleet.capacity.errors import PlanError
 
 VLLM_PD_SINCE = (0, 12, 0)  # kv_load_failure_policy (module docstring)
 VLLM_DECODE_TP_BELOW_PREFILL_SINCE = (0, 32, 0)  # several prefill ranks per decode rank
 SGLANG_PD_SINCE = (0, 5, 0)
 TRANSFER_BACKENDS = ("mooncake", "nixl")  # SGLang's --disaggregation-transfer-backend we render
+# Per engine: the first version tokenfleet renders P/D for, and what older ones lack.
+PD_SINCE = {"vllm": VLLM_PD_SINCE, "sglang": SGLANG_PD_SINCE}
+PD_MISSING = {
+    "vllm": "has no KVTransferConfig.kv_load_failure_policy (NixlConnector's recompute on a "
+    "failed KV read, vllm-project/vllm#26813)",
+    "sglang": "predates the --disaggregation-mode flags tokenfleet renders",
+}
+
+
+def equal_tp_unless_mla(engine: str) -> bool:
+    """Whether the engine's connector wants equal TP on both roles for a model without MLA
+    (SGLang's; vLLM's NixlConnector reads unequal ones, within the rules below)."""
+    return engine_facts(engine).pd_equal_tp_unless_mla
 
 
 def _text(v: tuple[int, int, int]) -> str:
@@ -49,14 +62,9 @@ def check_version(engine: str, version: str | None, field: str = "engine-version
     """Refuse an engine version tokenfleet cannot render P/D for."""
     resolved = version or DEFAULT_VERSIONS[engine]
     v = parse_version(resolved, field)
-    since = VLLM_PD_SINCE if engine == "vllm" else SGLANG_PD_SINCE
+    since = PD_SINCE[engine]
     if v < since:
-        what = (
-            "has no KVTransferConfig.kv_load_failure_policy (NixlConnector's recompute on a "
-            "failed KV read, vllm-project/vllm#26813)"
-            if engine == "vllm"
-            else "predates the --disaggregation-mode flags tokenfleet renders"
-        )
+        what = PD_MISSING[engine]
         raise PlanError(
             field,
             resolved,
@@ -82,7 +90,7 @@ def pair_problem(
             f"prefill TP {prefill_tp} and decode TP {decode_tp} do not divide one another "
             "(the KV connector maps ranks by their ratio)"
         )
-    if engine == "sglang":
+    if equal_tp_unless_mla(engine):
         if prefill_tp != decode_tp and not mla:
             return (
                 f"SGLang's {backend} transfer between unequal TP sizes ({prefill_tp} / "
@@ -121,7 +129,7 @@ def check_pair(
     if problem is not None:
         fix = (
             f"use decode TP {prefill_tp}"
-            if engine == "sglang" or decode_tp < prefill_tp
+            if equal_tp_unless_mla(engine) or decode_tp < prefill_tp
             else "use TP sizes that divide one another (1, 2, 4, 8)"
         )
         raise PlanError(field, decode_tp, problem, f"{fix}, or leave the roles' TP to the planner")
