@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from tokenfleet.api.base import FieldRefused, Rule, SpecModel, cel_rules, check
 from tokenfleet.api.model import NAME_PATTERN, SecretKeyRef
+from tokenfleet.capacity.engine_profiles import engine_facts
 
 # An adapter's name is a served model name, a path component of its files and an entry of
 # vLLM's comma-separated `running_lora_adapters` metric label: no commas, colons (SGLang's
@@ -216,7 +217,11 @@ def check_adapters(
         detail = f"{fetched[0].name}: {fetched[0].source}" if fetched else ""
         check(DYNAMIC_SOURCES, not fetched, detail)
     first_pinned = next((a.name for a in adapters if a.pinned), "")
-    check(PINNED_NEEDS_SGLANG, engine == "sglang" or not pinned, f"{first_pinned} pinned")
+    check(
+        PINNED_NEEDS_SGLANG,
+        engine_facts(engine).lora_pinning or not pinned,
+        f"{first_pinned} pinned",
+    )
     if lora is None or lora.loading == "dynamic":
         refs = {(r.name, r.key) for r in [model_token] if r is not None}
         refs |= {

@@ -262,18 +262,19 @@ def speculative_spec_request(
     service: LLMService, request: PlanRequest
 ) -> SpeculativeRequest | None:
     """spec.engine.speculative (the engine's own keys) as the planner takes it."""
-    from tokenfleet.engines.speculative import read_native, speculative_request
+    from tokenfleet.engines.speculative import NATIVE_KEYS, read_native, speculative_request
 
     engine = service.spec.engine
     if not engine.speculative:
         return None
     field = "spec.engine.speculative"
     method, tokens, draft_ref, rest = read_native(engine.kind, engine.speculative, field)
+    tokens_key, model_key = NATIVE_KEYS[engine.kind]
     fields = (
         field,
-        f"{field}.{'num_speculative_tokens' if engine.kind == 'vllm' else 'numSteps'}",
+        f"{field}.{tokens_key}",
         "spec.engine.speculativeAcceptanceRate",
-        f"{field}.{'model' if engine.kind == 'vllm' else 'draftModelPath'}",
+        f"{field}.{model_key}",
     )
     return speculative_request(
         engine.kind,

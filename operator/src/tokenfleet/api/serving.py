@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from tokenfleet.api.base import Rule, SpecModel, check, section
+from tokenfleet.capacity.engine_profiles import engine_facts
 
 # P/D without the picker has no path that sends a request to a prefill pod first.
 DISAGGREGATED_NEEDS_ROUTING = Rule(
@@ -82,7 +83,7 @@ def check_serving(serving: ServingSpec, routing_enabled: bool, engine: str) -> N
     )
     check(
         MOONCAKE_IS_SGLANG,
-        serving.transfer_backend == "nixl" or engine == "sglang",
+        serving.transfer_backend in engine_facts(engine).transfer_backends,
         f"transferBackend={serving.transfer_backend}, engine.kind={engine}",
     )
     roles_set = (

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.catalog import architecture_from_config, load_model
+from tokenfleet.capacity.engine_profiles import modelled_kind
 from tokenfleet.capacity.gpus import get_gpu
 from tokenfleet.capacity.planner import plan
 from tokenfleet.capacity.types import Plan, PlanRequest
@@ -55,7 +56,7 @@ class CalibrationPoint:
             PlanRequest(
                 arch=self.arch(),
                 gpu=gpu,
-                engine="sglang" if self.engine == "sglang" else "vllm",
+                engine=modelled_kind(self.engine),
                 engine_version=self.version,
                 tensor_parallel_size=self.tp,
                 pipeline_parallel_size=1,

@@ -20,6 +20,7 @@ from typing import Literal
 
 from tokenfleet.capacity.architecture import ModelArch
 from tokenfleet.capacity.catalog import load_model
+from tokenfleet.capacity.engine_profiles import ENGINE_FACTS
 from tokenfleet.capacity.types import Plan
 from tokenfleet.errors import UserError
 
@@ -152,7 +153,7 @@ class Resolved:
 
 def resolve(row: SiliconRow) -> Resolved | str:
     """The planner's view of a row, or why it cannot plan it (one line)."""
-    if row.engine not in ("vllm", "sglang"):
+    if row.engine not in ENGINE_FACTS:
         return f"engine {row.engine!r} is not modelled (vllm, sglang)"
     gpu_id = SYSTEMS.get(row.system)
     if gpu_id is None:

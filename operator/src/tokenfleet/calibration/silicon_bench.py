@@ -25,7 +25,7 @@ from tokenfleet.calibration.silicon import Refused, Resolved, Scored, SiliconRow
 from tokenfleet.calibration.silicon_harness import DEFAULT, Harness
 from tokenfleet.capacity import load, step_model
 from tokenfleet.capacity.benchmark import Phases, Simulated, closed_loop_phases
-from tokenfleet.capacity.engine_profiles import default_batch_limits
+from tokenfleet.capacity.engine_profiles import default_batch_limits, modelled_kind
 from tokenfleet.capacity.gpus import get_gpu
 from tokenfleet.capacity.overheads import mixed_burst_rounds, request_overhead_s
 from tokenfleet.capacity.planner import plan
@@ -54,7 +54,7 @@ def _plan(row: SiliconRow, r: Resolved) -> Plan:
             PlanRequest(
                 arch=r.arch,
                 gpu=gpu,
-                engine="sglang" if row.engine == "sglang" else "vllm",
+                engine=modelled_kind(row.engine),
                 engine_version=row.version or None,
                 tensor_parallel_size=row.tp,
                 pipeline_parallel_size=row.pp,

@@ -22,6 +22,7 @@ from tokenfleet.calibration.silicon import SiliconRow, resolve
 from tokenfleet.calibration.silicon_bench import _plan, phases
 from tokenfleet.calibration.silicon_harness import DEFAULT, Harness
 from tokenfleet.capacity.benchmark import Phases
+from tokenfleet.capacity.engine_profiles import engine_facts
 from tokenfleet.capacity.overheads import ClientOverhead
 from tokenfleet.errors import UserError
 from tokenfleet.scheduling.virtual import mean_of_rounds
@@ -89,7 +90,9 @@ def fit(rows: Sequence[SiliconRow], harness: Harness = DEFAULT) -> dict[str, Cli
     # vLLM first: its rows fit the start burst's weight of a mixed schedule, which the SGLang
     # rows launched with --enable-mixed-chunk (calibration/silicon_harness.py) then take; the
     # rest of SGLang's are simulated whole and do not use it.
-    for engine in sorted({f.row.engine for f in sims}, key=lambda e: e != "vllm"):
+    for engine in sorted(
+        {f.row.engine for f in sims}, key=lambda e: not engine_facts(e).mixed_prefill
+    ):
         mine = [f for f in sims if f.row.engine == engine]
         vllm = table.get("vllm")
         if vllm is not None and min(f.row.concurrency for f in mine) > LOW_CONCURRENCY:
@@ -97,7 +100,11 @@ def fit(rows: Sequence[SiliconRow], harness: Harness = DEFAULT) -> dict[str, Cli
             # vLLM's low-concurrency rows identify (capacity/overheads.py).
             table[engine] = replace(vllm, source=f"vLLM's ({len(mine)} rows, none at low load)")
             continue
-        bursts = BURST_ROUNDS_GRID if engine == "vllm" else [vllm.burst_rounds if vllm else 20]
+        bursts = (
+            BURST_ROUNDS_GRID
+            if engine_facts(engine).mixed_prefill
+            else [vllm.burst_rounds if vllm else 20]
+        )
         # Ties go to the first in grid order: the smallest overhead, the fewest rounds.
         best = min(
             ((a, k, n) for n in bursts for a in FIXED_GRID_S for k in PER_TOKEN_GRID_S),

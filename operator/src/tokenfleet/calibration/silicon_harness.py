@@ -41,6 +41,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from tokenfleet.capacity.engine_profiles import engine_facts
 from tokenfleet.capacity.load import Replica
 
 SglangLaunch = Literal["auto", "defaults", "generator"]
@@ -84,7 +85,7 @@ class Harness:
         """The replica as the row's launch command configured it. `page_size`: the KV page
         SGLang's default attention backend forces on the row's GPU (the generator sets no
         --page-size; sglang_defaults.launch_page_size)."""
-        if engine != "sglang":
+        if not engine_facts(engine).page_set_by_backend:
             return replica
         replica = replace(replica, block_size=max(1, page_size))
         if not self.sglang_generator_flags(version):

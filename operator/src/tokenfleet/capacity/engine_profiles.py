@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, cast
 
 from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.gpus import GPU
 from tokenfleet.capacity.kernels import STEP_OVERHEAD_S
+
+if TYPE_CHECKING:
+    from tokenfleet.capacity.types import Engine
 
 DEFAULT_VERSIONS = {"vllm": "0.32.0", "sglang": "0.5.23"}
 # The first vLLM whose scheduler was read admitting a request only when its whole sequence
@@ -68,6 +72,9 @@ class EngineFacts:
     lora_every_stage: bool
     lora_head_split: bool
     lora_pinning: bool
+    # Whether its attention backend, not a fixed block size, sets the KV page on a GPU
+    # (SGLang: sglang_defaults.launch_page_size).
+    page_set_by_backend: bool
     # Disaggregated serving: the KV transfer backends it renders, and whether its connector
     # wants equal TP on both roles for a model without MLA (SGLang, capacity/disagg/rules.py).
     transfer_backends: tuple[str, ...]
@@ -88,6 +95,7 @@ ENGINE_FACTS: dict[str, EngineFacts] = {
         lora_every_stage=False,
         lora_head_split=False,
         lora_pinning=False,
+        page_set_by_backend=False,
         transfer_backends=("nixl",),
         pd_equal_tp_unless_mla=False,
     ),
@@ -104,10 +112,16 @@ ENGINE_FACTS: dict[str, EngineFacts] = {
         lora_every_stage=True,
         lora_head_split=True,
         lora_pinning=True,
+        page_set_by_backend=True,
         transfer_backends=("nixl", "mooncake"),
         pd_equal_tp_unless_mla=True,
     ),
 }
+
+
+def modelled_kind(engine: str) -> Engine:
+    """`engine` as a kind the capacity model knows: any other is modelled as vLLM."""
+    return cast("Engine", engine if engine in ENGINE_FACTS else "vllm")
 
 
 def engine_facts(engine: str) -> EngineFacts:

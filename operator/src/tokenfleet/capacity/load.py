@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
-from tokenfleet.capacity.engine_profiles import ENGINE_FACTS, engine_profile
+from tokenfleet.capacity.engine_profiles import ENGINE_FACTS, engine_profile, modelled_kind
 from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.speculative import SpeculativeTimer
@@ -117,8 +117,7 @@ class Replica:
         pipeline_parallel_size: int = 1,
         version: str | None = None,
     ) -> Replica:
-        # An engine the capacity model does not know is planned as vLLM.
-        kind = engine if engine in ENGINE_FACTS else "vllm"
+        kind = modelled_kind(engine)
         profile = engine_profile(kind, version)
         return cls(
             kv_cache_tokens,

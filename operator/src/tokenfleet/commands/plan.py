@@ -12,8 +12,8 @@ from typing import Any, cast
 from tokenfleet.capacity import Plan, PlanRequest, load_model, plan
 from tokenfleet.capacity.benchmark import BenchmarkRun
 from tokenfleet.capacity.catalog import served_model
-from tokenfleet.capacity.disagg.request import ServingMode, ServingRequest
-from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS
+from tokenfleet.capacity.disagg.request import ServingMode, ServingRequest, TransferBackend
+from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS, ENGINE_FACTS, engine_facts
 from tokenfleet.capacity.load import Procedure
 from tokenfleet.capacity.lora import LoraRequest
 from tokenfleet.capacity.quantization import QUANTIZATIONS
@@ -255,27 +255,30 @@ def _pp_arg(value: str) -> int | str:
         raise argparse.ArgumentTypeError(f"--pp {value!r}: use an integer or 'auto'") from None
 
 
+# Whose flag each engine's memory flag is, for the error that names it.
+_FLAG_OWNER = {"vllm": "a vLLM flag", "sglang": "an SGLang flag"}
+
+
+def _memory_fraction(args: argparse.Namespace) -> float | None:
+    """The share of GPU memory asked for, by the engine's own flag; the other engines'
+    flags are refused."""
+    own = engine_facts(args.engine).memory_flag
+    for kind, facts in ENGINE_FACTS.items():
+        value = getattr(args, facts.memory_flag.replace("-", "_"))
+        if facts.memory_flag != own and value is not None:
+            fix = f"use --{own} with --engine {args.engine}"
+            raise UserError(facts.memory_flag, value, f"is {_FLAG_OWNER[kind]}", fix)
+    fraction: float | None = getattr(args, own.replace("-", "_"))
+    return fraction
+
+
 def request_from_args(args: argparse.Namespace) -> PlanRequest:
     from tokenfleet.api.planrequest import check_cli_bounds
     from tokenfleet.capacity.validate import check_request
 
     # "--pp auto" is not a number to bound: only a fixed stage count is checked.
     check_cli_bounds({**vars(args), "pp": None if args.pp == "auto" else args.pp})
-    if args.engine == "vllm" and args.mem_fraction_static is not None:
-        raise UserError(
-            "mem-fraction-static",
-            args.mem_fraction_static,
-            "is an SGLang flag",
-            "use --gpu-memory-utilization with --engine vllm",
-        )
-    if args.engine == "sglang" and args.gpu_memory_utilization is not None:
-        raise UserError(
-            "gpu-memory-utilization",
-            args.gpu_memory_utilization,
-            "is a vLLM flag",
-            "use --mem-fraction-static with --engine sglang",
-        )
-    fraction = args.gpu_memory_utilization if args.engine == "vllm" else args.mem_fraction_static
+    fraction = _memory_fraction(args)
     arch = load_model(args.model)
     if getattr(args, "model_id", None):
         arch = dataclasses.replace(arch, name=args.model_id)  # name the plan after what runs
@@ -367,9 +370,10 @@ def serving_from_args(args: argparse.Namespace) -> ServingRequest:
         value = role_flags[flag]
         if value is not None and value < 1:
             raise UserError(flag, value, "must be at least 1", "use 1, 2, 4 or 8")
-    if args.engine == "vllm" and getattr(args, "transfer_backend", "nixl") != "nixl":
+    backend: TransferBackend = getattr(args, "transfer_backend", "nixl")
+    if backend not in engine_facts(args.engine).transfer_backends:
         raise UserError(
-            "transfer-backend", args.transfer_backend, "is SGLang's; vLLM uses NixlConnector",
+            "transfer-backend", backend, "is SGLang's; vLLM uses NixlConnector",
             "drop --transfer-backend, or use --engine sglang",
         )  # fmt: skip
     return ServingRequest(
@@ -378,7 +382,7 @@ def serving_from_args(args: argparse.Namespace) -> ServingRequest:
         network_gbit=role_flags["kv-network-gbps"],
         prefill_tp=role_flags["prefill-tp"],
         decode_tp=role_flags["decode-tp"],
-        backend=getattr(args, "transfer_backend", "nixl"),
+        backend=backend,
     )
 
 
@@ -389,7 +393,7 @@ def plan_document(p: Plan, model_ref: str) -> dict[str, Any]:
     launch = Launch(model_ref)
     doc["engineArgs"] = engine_args(p, launch)
     doc["engineCommand"] = engine_command(p, launch)
-    if p.engine == "sglang":
+    if not engine_facts(p.engine).profile_run:
         # SGLang's split: weights + kvCache = staticPool = mem-fraction-static x freeAtStart;
         # "activation" is the rest of freeAtStart, "overhead" what was taken before it.
         m = p.memory
@@ -530,7 +534,8 @@ def _fleet_lines(p: Plan) -> list[str]:
 def render_table(p: Plan, doc: dict[str, Any], run: BenchmarkRun | None = None) -> str:
     pr, req = p.predicted, p.request
     assert req is not None
-    flag = "mem-fraction-static" if p.engine == "sglang" else "gpu-memory-utilization"
+    facts = engine_facts(p.engine)
+    flag = facts.memory_flag
     lines = [
         f"{p.model} on {p.gpu.name} ({p.gpu.id}), {p.engine} {p.engine_version} "
         f"[profile {p.engine_profile}]",
@@ -552,7 +557,7 @@ def render_table(p: Plan, doc: dict[str, Any], run: BenchmarkRun | None = None) 
             else ""
         ),
         "",
-        *(sglang_memory_lines(p) if p.engine == "sglang" else vllm_memory_lines(p)),
+        *(vllm_memory_lines(p) if facts.profile_run else sglang_memory_lines(p)),
         "",
         f"  KV cache      {p.kv_cache_tokens:,} tokens ({p.kv_bytes_per_token:,} B/token per GPU); "
         f"{p.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once",
@@ -611,7 +616,7 @@ def _lora_note(p: Plan) -> str:
     lora = p.lora
     assert lora is not None
     slots = lora.engine_slots(p.engine)
-    flags = "--max-loras-per-batch" if p.engine == "sglang" else "--max-loras"
+    flags = engine_facts(p.engine).lora_slots_flag
     chosen = ", chosen for the adapters listed" if lora.chosen else ""
     displaced = int(p.memory.lora // max(p.kv_bytes_per_token, 1))
     return f"{flags} {slots} x rank {lora.max_rank}{chosen}: {displaced:,} KV tokens"

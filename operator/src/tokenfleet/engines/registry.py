@@ -12,8 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from tokenfleet.capacity.engine_profiles import DEFAULT_VERSIONS, EngineProfile, engine_profile
+from tokenfleet.capacity.engine_profiles import (
+    DEFAULT_VERSIONS,
+    ENGINE_FACTS,
+    EngineFacts,
+    EngineProfile,
+    engine_profile,
+)
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines import sglang, vllm
 from tokenfleet.engines.types import EngineInfo, Launch, MetricNames
@@ -40,6 +47,34 @@ class Engine:
     block_size: int
     mixed_prefill: bool
     token_buckets: Callable[[int], Sequence[float]]
+    # What the capacity model and its callers decide by engine (memory flag, how the KV
+    # pool is sized, LoRA layout, P/D backends): capacity/engine_profiles.py, below us.
+    facts: EngineFacts
+    # Rendering: the env var that points the engine's compile cache at the cache volume
+    # (None: it has none); whether P/D's KV handshake runs over a side channel on every
+    # role's pod (vLLM's NixlConnector) rather than the prefill's bootstrap port (SGLang).
+    cache_root_env: str | None
+    kv_side_channel: bool
+    # The llm-d endpoint picker's metrics extractor: whether this is its default engine,
+    # and whether it reads the engine's loaded adapters (for LoRA affinity scoring).
+    picker_default: bool
+    picker_reads_adapters: bool
+    # Whether the model is the first positional argument after the program (`vllm serve
+    # MODEL`) rather than a flag.
+    model_positional: bool
+    # The OpenAI-compatible server, as the simulator answers for it: an error's JSON body
+    # from its fields (message, type, param, code); the path prefix of the adapter load /
+    # unload endpoints, and whether they exist without being switched on (vLLM wants
+    # VLLM_ALLOW_RUNTIME_LORA_UPDATING); what joins the base model's name and an adapter's
+    # in a request's `model` (None: the adapter's name alone); whether its LoRA pool is
+    # exported as occupancy gauges (SGLang) rather than vLLM's lora_requests_info; whether
+    # a decode replica exports the KV connector's transfer series (vLLM's NIXL).
+    error_body: Callable[[dict[str, Any]], dict[str, Any]]
+    lora_endpoint_prefix: str
+    lora_endpoints_always: bool
+    adapter_separator: str | None
+    lora_pool_gauges: bool
+    kv_transfer_metrics: bool
 
     @property
     def name(self) -> str:
@@ -78,8 +113,20 @@ REGISTRY: Mapping[str, Engine] = {
         args=vllm.engine_args,
         command=vllm.engine_command,
         block_size=vllm.BLOCK_SIZE,
-        mixed_prefill=True,
+        mixed_prefill=ENGINE_FACTS["vllm"].mixed_prefill,
         token_buckets=vllm.request_token_buckets,
+        facts=ENGINE_FACTS["vllm"],
+        cache_root_env="VLLM_CACHE_ROOT",
+        kv_side_channel=True,
+        picker_default=True,
+        picker_reads_adapters=True,
+        model_positional=True,
+        error_body=vllm.error_body,
+        lora_endpoint_prefix="/v1",
+        lora_endpoints_always=False,
+        adapter_separator=None,
+        lora_pool_gauges=False,
+        kv_transfer_metrics=True,
     ),
     "sglang": Engine(
         info=sglang.INFO,
@@ -93,8 +140,20 @@ REGISTRY: Mapping[str, Engine] = {
         args=sglang.engine_args,
         command=sglang.engine_command,
         block_size=sglang.BLOCK_SIZE,
-        mixed_prefill=False,
+        mixed_prefill=ENGINE_FACTS["sglang"].mixed_prefill,
         token_buckets=sglang.request_token_buckets,
+        facts=ENGINE_FACTS["sglang"],
+        cache_root_env=None,
+        kv_side_channel=False,
+        picker_default=False,
+        picker_reads_adapters=False,
+        model_positional=False,
+        error_body=sglang.error_body,
+        lora_endpoint_prefix="",
+        lora_endpoints_always=True,
+        adapter_separator=":",
+        lora_pool_gauges=True,
+        kv_transfer_metrics=False,
     ),
 }
 

@@ -10,6 +10,7 @@ and `--dist-init-addr LEADER:PORT`; only rank 0 serves HTTP.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tokenfleet.capacity.types import Plan
 from tokenfleet.engines.common import engine_dtype, fmt_fraction, requested_quantization
@@ -157,3 +158,8 @@ def engine_command(
     """The container command for one process (a single-node replica, or one node of many)."""
     args = engine_args(plan, launch, port)
     return [*program, *args]
+
+
+def error_body(info: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body of an error answer of the OpenAI-compatible server."""
+    return {"object": "error", **info}

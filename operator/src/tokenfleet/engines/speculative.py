@@ -90,6 +90,13 @@ def _kebab(key: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", key).replace("-", "_").lower()
 
 
+# The keys of each engine's native config that hold K and the draft model, for field paths.
+NATIVE_KEYS = {
+    "vllm": ("num_speculative_tokens", "model"),
+    "sglang": ("numSteps", "draftModelPath"),
+}
+
+
 def read_native(
     engine: str, config: Mapping[str, Any], field: str
 ) -> tuple[Method, int, str | None, dict[str, Any]]:

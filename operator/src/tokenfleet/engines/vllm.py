@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from typing import Any
 
 from tokenfleet.capacity.engine_profiles import parse_version
 from tokenfleet.capacity.types import Plan
@@ -184,3 +185,8 @@ def engine_command(
     else:
         script = f"bash {RAY_SCRIPT} worker --ray_address={node.leader_address}"
     return ["/bin/sh", "-c", script]
+
+
+def error_body(info: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body of an error answer of the OpenAI-compatible server."""
+    return {"error": info}

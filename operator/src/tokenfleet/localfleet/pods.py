@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tokenfleet.engines import engine as engine_record
+
 LLMSERVICE_LABEL = "tokenfleet.dev/llmservice"
 PLAN_ANNOTATION = "tokenfleet.dev/plan"
 
@@ -114,7 +116,7 @@ def sim_args(deployment: dict[str, Any], time_scale: float = 1.0) -> list[str]:
     out = ["--engine", engine, "--gpu", str(plan["gpu"])]
     if version:
         out += ["--engine-version", version]
-    if engine == "vllm":
+    if engine_record(engine).model_positional:
         # `vllm serve MODEL ...`: the model is the first positional after "serve".
         if "serve" not in argv or argv.index("serve") + 1 >= len(argv):
             raise PodSpecError(f"Deployment {name}: no `vllm serve MODEL` in {argv[:4]}")

@@ -15,6 +15,7 @@ from tokenfleet.engines import (
     Launch,
     NodeRole,
     ServingRole,
+    engine,
     engine_command,
     engine_info,
     worker_serves_health,
@@ -109,8 +110,9 @@ def _env(service: LLMService, plan: Plan) -> list[dict[str, Any]]:
         # The images' HOME is /root, unwritable for another user; torch, triton and
         # flashinfer cache kernels under ~/.cache. Point HOME at the writable cache volume.
         env.append({"name": "HOME", "value": f"{CACHE_MOUNT}/home"})
-    if plan.engine == "vllm":
-        env.append({"name": "VLLM_CACHE_ROOT", "value": f"{CACHE_MOUNT}/vllm"})
+    cache_root = engine(plan.engine).cache_root_env
+    if cache_root is not None:
+        env.append({"name": cache_root, "value": f"{CACHE_MOUNT}/{plan.engine}"})
     hf = service.spec.model.effective_source.hugging_face
     if hf is not None and hf.token_secret_ref is not None:
         ref = hf.token_secret_ref

@@ -18,6 +18,7 @@ from typing import Any
 
 from tokenfleet.api import LLMService
 from tokenfleet.capacity.types import Plan
+from tokenfleet.engines import engine as engine_record
 from tokenfleet.engines import engine_info
 from tokenfleet.engines.disagg import NIXL_SIDE_CHANNEL_HOST, NIXL_SIDE_CHANNEL_PORT
 from tokenfleet.engines.images import ImageTable
@@ -48,7 +49,7 @@ def decorate(
     pod = template["spec"]
     (engine,) = [c for c in pod["containers"] if c["name"] == ENGINE_CONTAINER]
     ports = engine.setdefault("ports", [])
-    if plan.engine == "vllm":
+    if engine_record(plan.engine).kv_side_channel:
         names = {e["name"] for e in engine["env"]}
         if NIXL_SIDE_CHANNEL_HOST not in names:  # the user's entry wins, as for every env
             engine["env"].insert(

@@ -546,6 +546,10 @@ def metrics_for(
     speculative: tuple[int, float] | None = None,
 ) -> EngineMetrics:
     """`speculative`: (K, acceptance rate) of the proposer the step timer runs, if any."""
-    if engine == "sglang":
+    if engine in _SGLANG_METRICS_KINDS:
         return SglangMetrics(model_name, max_model_len, speculative)
     return VllmMetrics(model_name, max_model_len, version, speculative)
+
+
+# The engine kinds that export SGLang's series; any other exports vLLM's.
+_SGLANG_METRICS_KINDS = frozenset({sglang.INFO.name})

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge
 
 from tokenfleet.capacity.lora import DEFAULT_RANK
+from tokenfleet.engines import engine as engine_record
 from tokenfleet.engines.lora import SGLANG_POOL_METRICS, VLLM_INFO_LABELS, VLLM_INFO_METRIC
 from tokenfleet.scheduling.core import (
     ScheduledStep,
@@ -83,8 +84,12 @@ class Adapters:
     # --- endpoints -----------------------------------------------------------------------
 
     def load(self, name: object, path: object, pinned: bool = False) -> Outcome:
-        if self.engine == "sglang":
-            return self._sglang_load(name, path, pinned)
+        return _ENDPOINTS[self.engine][0](self, name, path, pinned)
+
+    def unload(self, name: object) -> Outcome:
+        return _ENDPOINTS[self.engine][1](self, name)
+
+    def _vllm_load(self, name: object, path: object, pinned: bool) -> Outcome:
         if not name or not path:
             return _vllm(
                 400, "Both 'lora_name' and 'lora_path' must be provided.", "InvalidUserInput"
@@ -113,13 +118,14 @@ class Adapters:
         self.loaded[name] = path
         return Outcome(200, f"Success: LoRA adapter '{name}' added successfully.")
 
-    def unload(self, name: object) -> Outcome:
-        if self.engine == "sglang":
-            if not name or str(name) not in self.loaded:
-                return _sglang(False, f"LoRA adapter {name} is not loaded")
-            self.loaded.pop(str(name))
-            self.pinned.discard(str(name))
-            return _sglang(True, None, self.loaded)
+    def _sglang_unload(self, name: object) -> Outcome:
+        if not name or str(name) not in self.loaded:
+            return _sglang(False, f"LoRA adapter {name} is not loaded")
+        self.loaded.pop(str(name))
+        self.pinned.discard(str(name))
+        return _sglang(True, None, self.loaded)
+
+    def _vllm_unload(self, name: object) -> Outcome:
         if not name:
             return _vllm(
                 400,
@@ -183,8 +189,9 @@ class Adapters:
     def resolve(self, model: str) -> str | None:
         """The adapter a request's `model` names (None: the base model); raises the engine's
         error for an adapter that is not loaded."""
-        if self.engine == "sglang":
-            prefix = f"{self.served_model}:"
+        separator = engine_record(self.engine).adapter_separator
+        if separator is not None:
+            prefix = f"{self.served_model}{separator}"
             if not model.startswith(prefix):
                 return None
             adapter = model[len(prefix) :]
@@ -227,6 +234,18 @@ class Adapters:
         ]
 
 
+# The simulator's copy of each engine's load and unload endpoints (module docstring).
+_ENDPOINTS: dict[
+    str,
+    tuple[
+        Callable[[Adapters, object, object, bool], Outcome], Callable[[Adapters, object], Outcome]
+    ],
+] = {
+    "vllm": (Adapters._vllm_load, Adapters._vllm_unload),
+    "sglang": (Adapters._sglang_load, Adapters._sglang_unload),
+}
+
+
 def _vllm(status: int, message: str, err_type: str) -> Outcome:
     return Outcome(status, ApiError(status, message, err_type).body("vllm"))
 
@@ -256,7 +275,7 @@ class LoraGauges:
         self.slots = slots
         self._info: Gauge | None = None
         self._pool: list[Gauge] = []
-        if engine == "vllm":
+        if not engine_record(engine).lora_pool_gauges:
             self._info = Gauge(
                 VLLM_INFO_METRIC,
                 "Running stats on lora requests.",

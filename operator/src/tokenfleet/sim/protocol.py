@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from tokenfleet.engines import engine as engine_record
 from tokenfleet.sim.tokens import count_chat_tokens, count_prompt_tokens
 
 # vLLM's CompletionRequest defaults max_tokens to 16. A chat request without a limit runs to
@@ -37,9 +38,7 @@ class ApiError(Exception):
             "param": self.param,
             "code": self.status,
         }
-        if engine == "sglang":
-            return {"object": "error", **info}
-        return {"error": info}
+        return engine_record(engine).error_body(info)
 
 
 def bad_request(message: str, param: str | None = None) -> ApiError:

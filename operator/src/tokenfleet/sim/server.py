@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from tokenfleet.engines import engine as engine_record
 from tokenfleet.scheduling.core import Scheduler, SchedulerConfig, SimRequest, StepTimer
 from tokenfleet.sim.engine import Clock, Handle, SimEngine
 from tokenfleet.sim.exporter import EngineMetrics, metrics_for
@@ -71,7 +72,7 @@ def build_app(
             settings.engine_version,
             settings.speculative,
         )
-        if settings.kv_transfer is not None and settings.engine == "vllm":
+        if settings.kv_transfer is not None and engine_record(settings.engine).kv_transfer_metrics:
             metrics = DecodeMetrics(metrics, settings.kv_transfer, settings.served_model)
         step_timer: StepTimer = timer
         lora = settings.lora
@@ -104,8 +105,9 @@ def build_app(
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
     lora = settings.lora
-    if lora is not None and (lora.runtime_updates or settings.engine == "sglang"):
-        prefix = "" if settings.engine == "sglang" else "/v1"
+    record = engine_record(settings.engine)
+    if lora is not None and (lora.runtime_updates or record.lora_endpoints_always):
+        prefix = record.lora_endpoint_prefix
         app.router.add_post(f"{prefix}/load_lora_adapter", load_adapter)
         app.router.add_post(f"{prefix}/unload_lora_adapter", unload_adapter)
     return app

@@ -39,13 +39,13 @@ def _positive(field: str, value: float | None) -> None:
         raise UserError(field, value, "must be positive", f"pass {field} greater than 0")
 
 
-def _long_prefill(args: argparse.Namespace, engine: str, max_model_len: int) -> int:
+def _long_prefill(args: argparse.Namespace, kind: str, max_model_len: int) -> int:
     """--long-prefill-token-threshold, refused where vLLM would refuse it."""
     value: int = getattr(args, "long_prefill_token_threshold", 0) or 0
     field = "--long-prefill-token-threshold"
     if value < 0:
         raise UserError(field, value, "is negative", "pass 0 (no cap) or a token count")
-    if value and engine != "vllm":
+    if value and not engine(kind).facts.long_prefill_cap:
         raise UserError(field, value, "is a vLLM flag", "remove it for --engine sglang")
     if value > max_model_len:
         # vLLM's SchedulerConfig refuses it at start-up.
@@ -176,7 +176,7 @@ def _lora_settings(args: argparse.Namespace, p: Plan, step: StepModel) -> LoraSe
     return LoraSettings(
         slots=p.lora.slots,
         max_rank=p.lora.max_rank,
-        runtime_updates=runtime or p.engine == "sglang",
+        runtime_updates=runtime or engine(p.engine).lora_endpoints_always,
         fs_root=Path(root) if root else None,
         static=_static_adapters(args),
         fixed_s=lora_capacity.step_seconds(arch, 0.0, bandwidth, 1),
@@ -192,7 +192,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepTimer
     kv = args.kv_cache_tokens or p.kv_cache_tokens
     max_model_len = p.max_model_len
     block_size = engine(p.engine).block_size
-    if p.engine == "sglang":
+    if engine(p.engine).facts.starts_below_context:
         # SGLang keeps the model's context length but caps a request at the token pool.
         max_model_len = min(max_model_len, kv)
     elif kv // block_size * block_size < max_model_len:

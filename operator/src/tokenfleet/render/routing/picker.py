@@ -32,7 +32,7 @@ import yaml
 
 from tokenfleet.api import LLMService
 from tokenfleet.capacity.types import Plan
-from tokenfleet.engines import engine_info
+from tokenfleet.engines import engine, engine_info
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable, picker_image
 from tokenfleet.render.monitoring import service_relabelings
 from tokenfleet.render.routing import disagg
@@ -54,7 +54,7 @@ LORA_SCORER = ("lora-affinity-scorer", 1)
 def scorers(service: LLMService, plan: Plan) -> tuple[tuple[str, int], ...]:
     """The profile's scorers: the default three, and LoRA affinity when vLLM serves adapters
     (the engine the extractor reads adapters from)."""
-    if service.spec.lora_enabled and plan.engine == "vllm":
+    if service.spec.lora_enabled and engine(plan.engine).picker_reads_adapters:
         return (*SCORERS, LORA_SCORER)
     return SCORERS
 
@@ -68,7 +68,7 @@ def picker_config(service: LLMService, plan: Plan) -> dict[str, Any]:
     """The EndpointPickerConfig document the picker reads from --config-text."""
     info = engine_info(plan.engine)
     extractor: dict[str, Any] = {"type": "core-metrics-extractor"}
-    if plan.engine != "vllm":  # the extractor's default engine is vLLM
+    if not engine(plan.engine).picker_default:
         extractor["parameters"] = {"defaultEngine": plan.engine}
     chosen = scorers(service, plan)
     disaggregated = plan.serving is not None and plan.serving.roles is not None
