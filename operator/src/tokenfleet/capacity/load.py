@@ -197,7 +197,7 @@ def unscale(stats: LoadStats, w: int) -> LoadStats:
 
 @lru_cache(maxsize=512)
 def closed(
-    timer: Timer,
+    timer: StepTimer,
     replica: Replica,
     concurrency: int,
     input_tokens: int,
@@ -301,22 +301,50 @@ def open_(
     picks the lockstep factor). `decide`: the caller only asks whether the run meets the
     SLO (the goodput search): a failing run may stop sooner (open_loop's early_give_up),
     a passing one is the same run."""
-    scaled, config, w = lockstep(replica, timer, math.ceil(in_flight), input_tokens + output_tokens)
-    # Warm-up: as many arrivals as the replica holds in flight, so counting starts at the
-    # steady state rather than in the fill-up.
+    return open_run(
+        timer,
+        replica,
+        rate,
+        (input_tokens, output_tokens),
+        OPEN_MEASURED,
+        slo,
+        in_flight,
+        _overhead(replica, input_tokens, None),
+        GOODPUT_ATTAINMENT if slo is not None else None,
+        decide,
+    )
+
+
+def open_run(
+    timer: StepTimer,
+    replica: Replica,
+    rate: float,
+    request: tuple[int, int],
+    measured: int,
+    slo: tuple[float, float] | None,
+    in_flight: float,
+    overhead_s: float,
+    give_up_below: float | None,
+    early_give_up: bool,
+) -> LoadStats:
+    """Poisson arrivals at `rate` of one (prompt, output) `request`, `measured` of them
+    counted, run in lockstep (`lockstep`) and scaled back. Warm-up: as many arrivals as the
+    replica holds in flight, so counting starts at the steady state rather than in the
+    fill-up."""
+    scaled, config, w = lockstep(replica, timer, math.ceil(in_flight), sum(request))
     warmup = math.ceil(in_flight / w) + 8
     stats = open_loop(
         config,
         scaled,
         rate / w,
-        [(input_tokens, output_tokens)],
-        warmup + OPEN_MEASURED,
+        [request],
+        warmup + measured,
         slo,
         seed=7,
         warmup=warmup,
-        request_overhead=_overhead(replica, input_tokens, None),
-        give_up_below=GOODPUT_ATTAINMENT if slo is not None else None,
-        early_give_up=decide,
+        request_overhead=overhead_s,
+        give_up_below=give_up_below,
+        early_give_up=early_give_up,
     )
     return unscale(stats, w)
 

@@ -34,15 +34,13 @@ from tokenfleet.capacity.load import (
     RESOLUTION,
     Replica,
     closed,
-    closed_measured,
-    lockstep,
-    unscale,
+    open_run,
 )
 from tokenfleet.capacity.overheads import request_overhead_s
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.types import Plan
 from tokenfleet.scheduling.core import StepTimer
-from tokenfleet.scheduling.virtual import LoadStats, closed_loop, open_loop
+from tokenfleet.scheduling.virtual import LoadStats
 
 ROLE_ATTAINMENT = 1 - (1 - GOODPUT_ATTAINMENT) / 2
 # Poisson arrivals counted per role run: as many misses allowed at ROLE_ATTAINMENT as the
@@ -124,12 +122,8 @@ def prefill_run(
 def decode_closed(
     timer: DecodeTimer, replica: Replica, concurrency: int, prompt: int, output: int
 ) -> LoadStats:
-    c = max(1, min(concurrency, replica.max_num_seqs * 64))
-    running = min(c, replica.held(prompt + output))
-    scaled, config, w = lockstep(replica, timer, running, prompt + output)
-    clients = max(1, round(c / w))
-    stats = closed_loop(config, scaled, clients, [(prompt, output)], closed_measured(clients))
-    return unscale(stats, w)
+    # No client overhead: the prefill role's run counts it.
+    return closed(timer, replica, concurrency, prompt, output, overhead_s=0.0)
 
 
 @lru_cache(maxsize=1024)
@@ -146,22 +140,10 @@ def role_open(
     """Poisson arrivals at `rate`, ROLE_MEASURED of them counted after a warm-up of what the
     replica holds in flight (load.open_'s run, at the role's attainment). A decode role's
     run has no client overhead: the prefill role's run counts it."""
-    scaled, config, w = lockstep(replica, timer, math.ceil(in_flight), prompt + output)
-    warmup = math.ceil(in_flight / w) + 8
-    stats = open_loop(
-        config,
-        scaled,
-        rate / w,
-        [(prompt, output)],
-        warmup + ROLE_MEASURED,
-        slo,
-        seed=7,
-        warmup=warmup,
-        request_overhead=overhead_s,
-        give_up_below=ROLE_ATTAINMENT,
-        early_give_up=True,
-    )
-    return unscale(stats, w)
+    return open_run(
+        timer, replica, rate, (prompt, output), ROLE_MEASURED, slo, in_flight, overhead_s,
+        ROLE_ATTAINMENT, early_give_up=True,
+    )  # fmt: skip
 
 
 def decode_open(
