@@ -33,6 +33,7 @@ from tokenfleet.api import LLMService, parse_llmservice
 from tokenfleet.controller import adapter_plan as ap
 from tokenfleet.controller.kube import ApiError, KubeClient, object_path
 from tokenfleet.controller.statuswrite import write_status
+from tokenfleet.controller.tasks import cancel_all
 from tokenfleet.engines.lora import ENDPOINTS, loaded_adapters
 from tokenfleet.render.adapters import dynamic, engine_path
 from tokenfleet.render.meta import CACHE_MOUNT, ENGINE_CONTAINER, HTTP_ROLES, PORT_NAME, ROLE_LABEL
@@ -163,11 +164,7 @@ class AdapterLoaders:
 
     async def pause(self) -> None:
         self.active = False
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._tasks.clear()
+        await cancel_all(self._tasks)
 
     def resume(self) -> None:
         self.active = True

@@ -80,6 +80,7 @@ from tokenfleet.controller.prometheus_source import (
 from tokenfleet.controller.routing import zero_floor
 from tokenfleet.controller.spec_feed import SpecFeed, fed_acceptance, speculative_tokens
 from tokenfleet.controller.statuswrite import write_status
+from tokenfleet.controller.tasks import cancel_all
 
 API_VERSION, KIND = "tokenfleet.dev/v1alpha1", "LLMService"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -360,11 +361,7 @@ class Autoscalers:
         loops wanted are kept; their memory is not (the other replica decides meanwhile,
         so it is rebuilt from status.autoscaling on resume)."""
         self.active = False
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._tasks.clear()
+        await cancel_all(self._tasks)
         self._settings.clear()
         self._histories.clear()
         self._waiting.clear()
@@ -388,11 +385,7 @@ class Autoscalers:
         return self._histories.get((namespace, name))
 
     async def stop(self) -> None:
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._tasks.clear()
+        await cancel_all(self._tasks)
         close = getattr(self._source, "close", None)
         if close is not None:
             await close()
