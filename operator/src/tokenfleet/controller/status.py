@@ -9,18 +9,11 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, get_args
 
-CONDITION_TYPES = (
-    "Planned",
-    "Ready",
-    "Progressing",
-    "Degraded",
-    "Autoscaling",
-    "SLOAttainable",
-    "Routing",
-    "GpuFallback",
-)
+from tokenfleet.api.status import ConditionType
+
+CONDITION_TYPES: tuple[str, ...] = get_args(ConditionType)
 # Keys the reconciler writes that must disappear when a reconcile no longer produces them
 # (a spec turned invalid has no plan and serves no endpoint). replicas / readyReplicas /
 # selector stay as last seen: the workload keeps running and the scale subresource reads them.
