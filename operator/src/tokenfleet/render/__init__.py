@@ -163,6 +163,19 @@ def check_rollout(llmservice: LLMService) -> None:
         )
 
 
+def _check_lws(plan: Plan, lws_available: bool) -> None:
+    """A replica over several nodes runs as a LeaderWorkerSet: refuse it where the cluster
+    has no such API."""
+    if plan.nodes_per_replica > 1 and not lws_available:
+        raise RenderError(
+            "spec.gpu",
+            f"{plan.gpus_per_replica} x {plan.gpu.id}",
+            f"a replica needs {plan.nodes_per_replica} nodes, which runs as a "
+            "LeaderWorkerSet, and the cluster has no LeaderWorkerSet API",
+            f"{LWS_INSTALL}, or pick a larger GPU type so a replica fits one node",
+        )
+
+
 def split_plans(
     plan: Plan, split: Mapping[str, int] | None, replicas: int
 ) -> list[tuple[Plan, int]]:
@@ -205,26 +218,12 @@ def all(
     typed = [] if disaggregated else split_plans(plan, split, llmservice.spec.replicas)
     for each, _ in typed:
         check_name(llmservice, each, typed=plan.choice is not None)
-        if each.nodes_per_replica > 1 and not lws_available:
-            raise RenderError(
-                "spec.gpu",
-                f"{each.gpus_per_replica} x {each.gpu.id}",
-                f"a replica needs {each.nodes_per_replica} nodes, which runs as a "
-                "LeaderWorkerSet, and the cluster has no LeaderWorkerSet API",
-                f"{LWS_INSTALL}, or pick a larger GPU type so a replica fits one node",
-            )
+        _check_lws(each, lws_available)
     for each in roles.role_plans(plan):
         check_name(llmservice, each, len("-prefill") if disaggregated else 0)
         cache_affinity.check(llmservice, each)
         check_simulate(llmservice, each)
-        if each.nodes_per_replica > 1 and not lws_available:
-            raise RenderError(
-                "spec.gpu",
-                f"{each.gpus_per_replica} x {each.gpu.id}",
-                f"a replica needs {each.nodes_per_replica} nodes, which runs as a "
-                "LeaderWorkerSet, and the cluster has no LeaderWorkerSet API",
-                f"{LWS_INSTALL}, or pick a larger GPU type so a replica fits one node",
-            )
+        _check_lws(each, lws_available)
     check_rollout(llmservice)
     manifests: list[dict[str, Any]] = []
     claim = model_cache_claim(llmservice)
