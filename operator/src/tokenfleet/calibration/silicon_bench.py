@@ -92,15 +92,7 @@ def phases(
     the two phases of a mixed schedule (vLLM, SGLang with --enable-mixed-chunk). A request
     prefills what the harness's repeated prompts leave uncached; the KV cache is sized on
     the whole prompt."""
-    replica = load.Replica.of(
-        row.engine,
-        p.kv_cache_tokens,
-        p.max_num_seqs,
-        p.max_num_batched_tokens,
-        p.max_model_len,
-        p.pipeline_parallel_size,
-        p.engine_version,
-    )
+    replica = load.Replica.for_plan(p)
     r = resolve(row)
     page = 1 if isinstance(r, str) else launch_page_size(r.gpu_id, r.arch, row.tp)
     replica = harness.launch(row.engine, row.version, row.isl, replica, page)
