@@ -250,6 +250,16 @@ class Credentials:
 
 
 EXACT_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a name, not a kopf pattern
+# kopf runs one worker per object with an event, unbounded: 1,000 LLMServices created at
+# once held 1,000 workers (each its decoded events, bodies, patches and contexts, ~0.3 MiB)
+# and the process's peak RSS kept that high-water mark (160 MiB at 300 LLMServices, 91 MiB
+# with this limit; docs/high-availability.md). Objects beyond the limit wait with their
+# raw events queued; a worker exits 1 s after its last event instead of kopf's 5 s, so a
+# burst drains at the limit's pace. The handlers' own waits are bounded (plan and render
+# STEP_SECONDS, API deadlines, no retry loop inside a handler), so 32 slots cannot be held
+# by a few slow tenants for long.
+WORKER_LIMIT = 32
+WORKER_IDLE_SECONDS = 1.0
 
 
 def configure_settings(settings: kopf.OperatorSettings, options: Options) -> None:
@@ -271,6 +281,8 @@ def configure_settings(settings: kopf.OperatorSettings, options: Options) -> Non
     settings.networking.request_timeout = 60
     settings.networking.connect_timeout = 30
     settings.queueing.error_delays = (1, 2, 5, 10, 30, 60)
+    settings.queueing.worker_limit = WORKER_LIMIT
+    settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
     if options.namespaces and all(EXACT_NAMESPACE.fullmatch(ns) for ns in options.namespaces):
         # Named namespaces need no cluster-wide listing: without this, kopf lists and
         # watches every namespace to match its patterns, which the chart's per-namespace
