@@ -26,8 +26,8 @@ from tests.support.cluster_objects import (
     patch,
 )
 from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
+from tokenfleet.autoscale.history import parse_iso
 from tokenfleet.autoscale.types import Decision, Signals
-from tokenfleet.controller.autoscaler import parse_iso
 from tokenfleet.testing.kmock_cluster import Cluster
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tokenfleet.autoscale.history import iso, rebuild_history
 from tokenfleet.autoscale.signals import Attainment, Boundary, Observation
 from tokenfleet.autoscale.types import (
     CapacityEstimate,
@@ -16,12 +17,7 @@ from tokenfleet.autoscale.types import (
     Signals,
 )
 from tokenfleet.controller import status as st
-from tokenfleet.controller.autoscaler import (
-    autoscaling_condition,
-    compose_autoscaler_status,
-    iso,
-    rebuild_history,
-)
+from tokenfleet.controller.autoscaler import autoscaling_condition, compose_autoscaler_status
 from tokenfleet.controller.statuswrite import merge_patch
 
 T0 = "2026-01-01T00:00:00Z"

@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import datetime
 import functools
 import json
 import logging
@@ -47,16 +46,15 @@ import kopf
 from tokenfleet.api.spec import LLMServiceSpec
 from tokenfleet.autoscale import type_capacity
 from tokenfleet.autoscale.attainability import Ceiling
+from tokenfleet.autoscale.history import iso, parse_iso, rebuild_history, with_predicted
 from tokenfleet.autoscale.policy import decide as policy_decide
 from tokenfleet.autoscale.prometheus import PrometheusError
 from tokenfleet.autoscale.signals import DEFAULT_WINDOW_SECONDS, Observation, SignalsQuery
 from tokenfleet.autoscale.types import (
-    CapacityEstimate,
     Decision,
     FleetState,
     History,
     HoldReason,
-    Recommendation,
     Signals,
 )
 from tokenfleet.controller import status as st
@@ -120,52 +118,6 @@ class AutoscalerOptions:
         if self.allowed_prometheus is not None:
             return self.allowed_prometheus
         return (self.prometheus_url,) if self.prometheus_url else ()
-
-
-def iso(at: float) -> str:
-    return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_iso(text: Any) -> float | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return (
-            datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
-            .replace(tzinfo=datetime.UTC)
-            .timestamp()
-        )
-    except ValueError:
-        return None
-
-
-def rebuild_history(autoscaling: Mapping[str, Any], predicted: float) -> History:
-    """The policy's memory after an operator restart, from what status.autoscaling recorded.
-
-    Conservative where the record is thin: the last scale time counts as both the last
-    scale-up and scale-down (cooldowns apply either way), and the last decision is one
-    recommendation, so the scale-down stabilization window starts from it, not from empty.
-    """
-    capacity = autoscaling.get("capacity") or {}
-    observed = capacity.get("observed")
-    last_scale = parse_iso(autoscaling.get("lastScaleTime"))
-    decided_at = parse_iso(autoscaling.get("lastDecisionTime"))
-    desired = autoscaling.get("desiredReplicas")
-    recommendations = (
-        (Recommendation(decided_at, int(desired)),)
-        if decided_at is not None and isinstance(desired, int)
-        else ()
-    )
-    cold = autoscaling.get("coldStartSeconds")
-    return History(
-        recommendations=recommendations,
-        last_scale_up_at=last_scale,
-        last_scale_down_at=last_scale,
-        capacity=CapacityEstimate(
-            predicted=predicted, observed=float(observed) if observed is not None else None
-        ),
-        cold_start_seconds=float(cold) if isinstance(cold, int | float) else None,
-    )
 
 
 def autoscaling_condition(decision: Decision) -> st.Condition:
@@ -477,7 +429,7 @@ class Autoscalers:
         history = self._histories.get(key) or rebuild_history(
             status.get("autoscaling") or {}, float(predicted)
         )
-        history = _with_predicted(history, float(predicted))
+        history = with_predicted(history, float(predicted))
         current = FleetState(
             desired=int(spec.replicas),
             ready=int(status.get("readyReplicas") or 0),
@@ -530,7 +482,7 @@ class Autoscalers:
         elif hit_rate is not None:
             fed = await self._prefix.predicted(key, body, service, hit_rate)
             if fed is not None:
-                history = _with_predicted(history, fed)
+                history = with_predicted(history, fed)
                 feed = None  # plan() at the observed prefix hit rate feeds forward instead
         decide: Decide = self._decide or functools.partial(
             policy_decide, ceiling=ceiling, mix_capacity=feed
@@ -745,14 +697,6 @@ def until_next_tick(started: float, now: float, period: float) -> float:
     time counts, so a 5 s interval ticks every 5 s, not every 5 s plus the tick. A tick
     longer than its period is followed at once, never by a burst of missed ones."""
     return max(0.0, started + period - now)
-
-
-def _with_predicted(history: History, predicted: float) -> History:
-    """Keep the plan's prediction current (a spec change re-plans) and the learning as is."""
-    capacity = history.capacity or CapacityEstimate(predicted=predicted)
-    if capacity.predicted == predicted and history.capacity is not None:
-        return history
-    return dataclasses.replace(history, capacity=dataclasses.replace(capacity, predicted=predicted))
 
 
 def _post(fn: PostEvent, body: Mapping[str, Any], reason: str, message: str) -> None:
