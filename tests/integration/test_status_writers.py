@@ -18,7 +18,7 @@ from tests.support.cluster_objects import DEPLOYMENTS, LLMS_PATH, condition, cre
 from tests.support.operator_harness import NAMESPACE, StartOperator, eventually
 from tokenfleet.autoscale.types import Decision, History
 from tokenfleet.controller import status as st
-from tokenfleet.controller.autoscaler import compose_autoscaler_status
+from tokenfleet.controller.autoscaler_status import compose_autoscaler_status
 from tokenfleet.controller.handlers import Credentials
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.statuswrite import write_status

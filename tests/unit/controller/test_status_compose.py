@@ -17,7 +17,7 @@ from tokenfleet.autoscale.types import (
     Signals,
 )
 from tokenfleet.controller import status as st
-from tokenfleet.controller.autoscaler import autoscaling_condition, compose_autoscaler_status
+from tokenfleet.controller.autoscaler_status import autoscaling_condition, compose_autoscaler_status
 from tokenfleet.controller.statuswrite import merge_patch
 
 T0 = "2026-01-01T00:00:00Z"

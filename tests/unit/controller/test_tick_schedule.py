@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from tokenfleet.controller.autoscaler import until_next_tick
+from tokenfleet.controller.autoscaler_loops import until_next_tick
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 
 from tokenfleet.api.crd import open_api_schema
 from tokenfleet.api.reference import BEGIN, END, fill, rows
-from tokenfleet.controller.autoscaler import DATA_HOLDS
+from tokenfleet.controller.autoscaler_status import DATA_HOLDS
 from tokenfleet.controller.prometheus_source import NO_URL_MESSAGE
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -7,11 +7,14 @@
   refused URL is never dialled.
 - `SignalSource`: what a tick asks (`signals`, `pod_load`); `PrometheusSource` is the
   production one, autoscale.signals over one client per LLMService.
+- `Observer`: a tick's signals within its deadline, or the reason to hold, logged once per
+  kind of failure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -22,7 +25,7 @@ from tokenfleet.api.prometheus_url import (
     UrlRefused,
     parse_prometheus_url,
 )
-from tokenfleet.autoscale.prometheus import PrometheusClient
+from tokenfleet.autoscale.prometheus import PrometheusClient, PrometheusError
 from tokenfleet.autoscale.signals import Observation, SignalsQuery, pod_load, read_signals
 
 NO_URL_MESSAGE = (
@@ -139,3 +142,43 @@ class PrometheusSource:
         self._clients.clear()
         for client in clients:
             await client.close()
+
+
+class Observer:
+    """A tick's signals within its deadline, or why not: a failure is a reason to hold,
+    logged once per kind of failure and LLMService, not per tick."""
+
+    def __init__(self, source: SignalSource, logger: logging.Logger) -> None:
+        self.source = source
+        self._logger = logger
+        self._failures: dict[tuple[str, str], str] = {}  # the kind of the last failure
+
+    def forget(self, key: tuple[str, str]) -> None:
+        self._failures.pop(key, None)
+
+    async def observe(
+        self, query: SignalsQuery, url: str, now: float, deadline: float
+    ) -> tuple[Observation | None, str | None]:
+        """(signals, None), or (None, why not)."""
+        key = (query.namespace, query.llmservice)
+        try:
+            async with asyncio.timeout(deadline):
+                observation = await self.source.signals(query, url, now)
+        except TimeoutError:
+            failure = (
+                f"Prometheus at {url} gave no complete answer within the tick deadline "
+                f"({deadline:g} s)"
+            )
+            kind = "deadline"
+        except PrometheusError as error:
+            failure, kind = str(error), type(error).__name__
+        else:
+            if self._failures.pop(key, None) is not None:
+                self._logger.info("%s/%s: Prometheus answers again", *key)
+            return observation, None
+        if self._failures.get(key) != kind:
+            self._logger.warning("%s/%s: Prometheus: %s; holding", *key, failure)
+        else:
+            self._logger.debug("%s/%s: Prometheus: %s; holding", *key, failure)
+        self._failures[key] = kind
+        return None, failure[:600]
