@@ -25,7 +25,6 @@ Zero load reads as None, not 0: a quantile or a ratio of no observations is NaN 
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,7 +33,7 @@ from typing import Literal
 
 from tokenfleet.autoscale import dispersion
 from tokenfleet.autoscale.attainability import LengthHistogram
-from tokenfleet.autoscale.prometheus import PrometheusClient, Sample
+from tokenfleet.autoscale.prometheus import PrometheusClient, Sample, gather_all
 from tokenfleet.autoscale.types import Signals
 from tokenfleet.engines import engine_info
 from tokenfleet.engines.types import MetricNames
@@ -411,7 +410,7 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         texts["prompt_mean"] = mean_length_query(names.prompt_length, sel, MIX_WINDOW_SECONDS)
     if names.output_length:
         texts["output"] = mean_length_query(names.output_length, sel, MIX_WINDOW_SECONDS)
-    results = await asyncio.gather(*(client.query(t, at) for t in texts.values()))
+    results = await gather_all(*(client.query(t, at) for t in texts.values()))
     got = dict(zip(texts, (r.samples for r in results), strict=True))
 
     les: dict[str, list[str]] = {}
@@ -420,7 +419,7 @@ async def read_signals(client: PrometheusClient, query: SignalsQuery, at: float)
         les.setdefault(family, []).append(sample.labels.get("le", ""))
     ttft_family = names.ttft if names.ttft in les else None
     tpot_family, per = next(((f, p) for f, p in tpot_families(names) if f in les), (None, None))
-    ttft, tpot = await asyncio.gather(
+    ttft, tpot = await gather_all(
         _attainment(client, ttft_family, les, query.ttft_slo_seconds, sel, w, at, "request"),
         _attainment(client, tpot_family, les, query.tpot_slo_seconds, sel, w, at, per),
     )
@@ -481,7 +480,7 @@ async def pod_load(
     """Requests in flight (running + waiting) per pod name, for pods that report."""
     names = engine_info(engine).metrics
     sel = selector(namespace, llmservice)
-    running, waiting = await asyncio.gather(
+    running, waiting = await gather_all(
         client.query(per_pod_query([names.running], sel), at),
         client.query(per_pod_query([names.waiting], sel), at),
     )
