@@ -296,12 +296,16 @@ def run(args: Any) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     preflight(args)
+    import logging
+
     debug = args.verbose or args.log_level == "debug"
     kopf.configure(debug=debug, verbose=debug)
     if args.log_level in ("warning", "error"):
-        import logging
-
         logging.getLogger().setLevel(args.log_level.upper())
+    if not debug:
+        # httpx logs every request at INFO: at 1,000 LLMServices, tens of thousands of lines
+        # per autoscaling interval, and the operator's time spent writing them.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     if overlaid:
         print(f"GPU catalog overlay: {', '.join(overlaid)}", file=sys.stderr)
     metrics = Metrics()
