@@ -76,7 +76,11 @@ async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
             extra = dict(autoscaler)
             url = extra.pop("url", None)
             scalers = Autoscalers(
-                reconciler.kube, reconciler.metrics, AutoscalerOptions(url), **extra
+                reconciler.kube,
+                reconciler.metrics,
+                reconciler.plans,
+                AutoscalerOptions(url),
+                **extra,
             )
         opts = Options(namespaces=tuple(namespaces or ()), **options)
         drift = Drift(reconciler, opts.resync_seconds, opts.recheck_seconds)

@@ -1,11 +1,12 @@
-"""The operator's ceiling and mix capacity: planned from the LLMService, estimated from the
-observed histograms, re-planned only when the mix drifts or the spec changes."""
+"""The operator's ceiling and mix capacity: from the reconciler's kept plan, estimated from
+the observed histograms, re-evaluated only when the mix drifts or the plan changes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from tests.support.kept_plan import kept_plan
 from tokenfleet.api import parse_llmservice
 from tokenfleet.autoscale.attainability import LengthHistogram
 from tokenfleet.autoscale.signals import Attainment, Boundary, Observation
@@ -32,12 +33,12 @@ def _body(generation: int = 1) -> dict[str, Any]:
 
 async def test_ceiling_and_mix_capacity_from_the_observed_histograms(monkeypatch: Any) -> None:
     body = _body()
-    service = parse_llmservice(body)
+    kept, slo = kept_plan(body), parse_llmservice(body).spec.slo
     ceilings = Ceilings()
     short = LengthHistogram((500.0, 1000.0, 2000.0), (80.0, 20.0, 0.0, 0.0))
-    c = await ceilings.estimate(KEY, body, service, _observation(short, 100.0))
+    c = await ceilings.estimate(KEY, kept, slo, _observation(short, 100.0))
     assert c is not None and c.attainable == 1.0 and c.longest_prompt > 1000
-    assert await ceilings.estimate(KEY, body, service, _observation(None, None)) is None
+    assert await ceilings.estimate(KEY, kept, slo, _observation(None, None)) is None
 
     plans: list[int] = []
     real = attainability._plan_mix
@@ -46,26 +47,25 @@ async def test_ceiling_and_mix_capacity_from_the_observed_histograms(monkeypatch
         "_plan_mix",
         lambda *a: plans.append(1) or real(*a),  # type: ignore[func-returns-value]
     )
-    first = await ceilings.mix_capacity(KEY, body, service, _observation(short, 100.0))
+    first = await ceilings.mix_capacity(KEY, kept, _observation(short, 100.0))
     assert first is not None and first > 0
     # The same mix, a little noise: no re-plan; a longer mix: re-planned, and lower.
     nudged = LengthHistogram((500.0, 1000.0, 2000.0), (78.0, 22.0, 0.0, 0.0))
-    assert await ceilings.mix_capacity(KEY, body, service, _observation(nudged, 105.0)) == first
+    assert await ceilings.mix_capacity(KEY, kept, _observation(nudged, 105.0)) == first
     longer = LengthHistogram((500.0, 1000.0, 2000.0), (10.0, 30.0, 60.0, 0.0))
-    second = await ceilings.mix_capacity(KEY, body, service, _observation(longer, 100.0))
+    second = await ceilings.mix_capacity(KEY, kept, _observation(longer, 100.0))
     assert second is not None and 0 < second < first
     assert len(plans) == 2
     # No histogram this time (zero load): the last estimate stands.
-    assert await ceilings.mix_capacity(KEY, body, service, _observation(None, None)) == second
+    assert await ceilings.mix_capacity(KEY, kept, _observation(None, None)) == second
 
 
 async def test_the_mix_feeds_forward_only_once_its_window_is_full() -> None:
-    body = _body()
-    service = parse_llmservice(body)
+    kept = kept_plan(_body())
     ceilings = Ceilings()
     short = LengthHistogram((500.0, 1000.0, 2000.0), (80.0, 20.0, 0.0, 0.0))
     seen = _observation(short, 100.0)
-    assert await ceilings.mix_capacity(KEY, body, service, seen) is not None
+    assert await ceilings.mix_capacity(KEY, kept, seen) is not None
     assert not ceilings.mix_settled(KEY, seen.signals.at + 60.0)
     assert ceilings.mix_settled(KEY, seen.signals.at + 600.0)
     ceilings.forget(KEY)

@@ -1,12 +1,13 @@
-"""The feed-forward at the observed prefix-cache hit rate: planned from the LLMService
-with its layout pinned, more capacity at a higher hit rate, planned once per spec
-generation and hit-rate step."""
+"""The feed-forward at the observed prefix-cache hit rate: the reconciler's kept plan with
+its layout pinned, more capacity at a higher hit rate, evaluated once per plan generation
+and hit-rate step."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from tests.support.kept_plan import kept_plan
 from tokenfleet.api import parse_llmservice, plan_service, to_plan_request
 from tokenfleet.controller import prefix_feed
 from tokenfleet.controller.prefix_feed import PrefixFeed
@@ -38,14 +39,14 @@ async def test_higher_observed_hit_rate_plans_more_capacity_once_per_step(
         lambda s, h: plans.append(h) or real(s, h),  # type: ignore[func-returns-value]
     )
     feed = PrefixFeed()
-    half = await feed.predicted(KEY, body, service, 0.5)
+    half = await feed.predicted(KEY, kept_plan(body), 0.5)
     assert half is not None and half > spec_plan
-    assert await feed.predicted(KEY, body, service, 0.5) == half  # kept
-    more = await feed.predicted(KEY, body, service, 0.8)
+    assert await feed.predicted(KEY, kept_plan(body), 0.5) == half  # kept
+    more = await feed.predicted(KEY, kept_plan(body), 0.8)
     assert more is not None and more > half
     newer = _body(generation=2)
-    await feed.predicted(KEY, newer, parse_llmservice(newer), 0.8)  # a spec edit re-plans
+    await feed.predicted(KEY, kept_plan(newer), 0.8)  # a spec edit re-plans
     assert plans == [0.5, 0.8, 0.8]
     feed.forget(KEY)
-    await feed.predicted(KEY, newer, parse_llmservice(newer), 0.8)
+    await feed.predicted(KEY, kept_plan(newer), 0.8)
     assert len(plans) == 4

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tokenfleet.api import parse_llmservice, plan_service, to_plan_request
+from tests.support.kept_plan import kept_plan
+from tokenfleet.api import parse_llmservice
 from tokenfleet.autoscale.signals import acceptance_query
 from tokenfleet.capacity.speculative import PRIORS
 from tokenfleet.controller.spec_feed import (
@@ -72,20 +73,19 @@ def test_the_prior_reads_back_from_its_own_length() -> None:
 
 async def test_a_higher_observed_acceptance_plans_more_capacity() -> None:
     body = _body()
-    service = parse_llmservice(body)
-    assert speculative_tokens(service) == 3
-    spec_plan = plan_service(to_plan_request(service))
-    assert spec_plan.speculative is not None
-    low, high = plan_at(service, 0.3, None), plan_at(service, 0.9, None)
+    assert speculative_tokens(parse_llmservice(body).spec) == 3
+    kept = kept_plan(body)
+    assert kept.plan.speculative is not None
+    low, high = plan_at(kept.plan, 0.3, None), plan_at(kept.plan, 0.9, None)
     assert low is not None and high is not None and high > low
     feed = SpecFeed()
-    got = await feed.predicted(KEY, body, service, 0.9, None)
+    got = await feed.predicted(KEY, kept, 0.9, None)
     assert got == high
-    assert await feed.predicted(KEY, body, service, 0.9, None) == high  # kept
+    assert await feed.predicted(KEY, kept, 0.9, None) == high  # kept
 
 
 def test_no_speculation_plans_nothing_here() -> None:
     body = load_llmservice(EXAMPLE)
-    service = parse_llmservice(body)
-    assert speculative_tokens(service) == 0
-    assert plan_at(service, 0.9, None) is None
+    body["metadata"].update({"uid": "u1", "generation": 1})
+    assert speculative_tokens(parse_llmservice(body).spec) == 0
+    assert plan_at(kept_plan(body).plan, 0.9, None) is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from tokenfleet.capacity.errors import PlanError
 from tokenfleet.capacity.types import Plan, PlanRequest
 
 
@@ -23,3 +24,13 @@ def pin_layout(request: PlanRequest, p: Plan, **changes: Any) -> PlanRequest:
         max_model_len=p.max_model_len,
         **changes,
     )
+
+
+def replan(p: Plan, **changes: Any) -> Plan:
+    """`p` asked again at another workload (`changes`: lengths, hit rate), on its own
+    layout: what the fleet `p` sized serves then. Raises PlanError as plan() does."""
+    from tokenfleet.capacity import plan
+
+    if p.request is None:
+        raise PlanError("plan", p.model, "carries no request to replan", "plan it with plan()")
+    return plan(pin_layout(p.request, p, **changes))

@@ -1,26 +1,29 @@
 """The operator's side of the SLO ceiling: the plan's step model, the observed prompt mix.
 
-The autoscaler's tick hands each observation here; the step model of the LLMService's plan
-is built once per spec generation (plan() is pure and fast, but not free) and the Ceiling
+The autoscaler's tick hands each observation here with the reconciler's kept plan of the
+LLMService (controller/plans.py: planned once per generation, with the model config the
+reconciler resolved); its step model is built once per plan and the Ceiling
 (autoscale/attainability.py) estimated from the prompt-length histogram Prometheus holds.
-No histogram, no plan (a model config only in a ConfigMap), or no data: None, and the policy
-reads the SLO signals as before. Also: the status block and the condition a person reads.
+No histogram or no data: None, and the policy reads the SLO signals as before. The mix's
+capacity is that plan at the observed lengths, its layout pinned. Also: the status block
+and the condition a person reads.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tokenfleet.api import LLMService
+from tokenfleet.api.workload import SloSpec
 from tokenfleet.autoscale.attainability import Ceiling, ceiling
 from tokenfleet.autoscale.mix import attainable_mean_prompt, drifted, mix_capacity
 from tokenfleet.autoscale.signals import MIX_WINDOW_SECONDS, Observation
-from tokenfleet.capacity.pinned import pin_layout
+from tokenfleet.capacity.pinned import replan
 from tokenfleet.capacity.types import Plan
 from tokenfleet.controller import status as st
+from tokenfleet.controller.plans import KeptPlan
+from tokenfleet.errors import UserError
 from tokenfleet.scheduling.core import StepTimer
 
 CONDITION = "SLOAttainable"
@@ -32,7 +35,7 @@ class _Shape:
     timer: StepTimer
     max_batched_tokens: int
     max_model_len: int
-    plan: Plan  # its request, layout pinned, is re-planned per length class
+    plan: Plan  # the kept plan: its request, layout pinned, is evaluated per length class
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class Ceilings:
     """Step models per LLMService, keyed by (namespace, name) and the spec's generation."""
 
     def __init__(self) -> None:
-        self._shapes: dict[tuple[str, str], tuple[tuple[str, int], _Shape | None]] = {}
+        self._shapes: dict[tuple[str, str], tuple[tuple[str, int], _Shape]] = {}
         self._mixes: dict[tuple[str, str], _Mix] = {}
         self._mix_since: dict[tuple[str, str], float] = {}
 
@@ -57,24 +60,22 @@ class Ceilings:
         self._mixes.pop(key, None)
         self._mix_since.pop(key, None)
 
-    async def _shape(
-        self, key: tuple[str, str], version: tuple[str, int], service: LLMService
-    ) -> _Shape | None:
+    async def _shape(self, key: tuple[str, str], kept: KeptPlan) -> _Shape:
+        version = (kept.uid, kept.generation)
         cached = self._shapes.get(key)
         if cached is not None and cached[0] == version:
             return cached[1]
         if len(self._shapes) >= MAX_CACHED:  # deleted services: forget the oldest entry
             self._shapes.pop(next(iter(self._shapes)))
-        # plan() runs the scheduler in virtual time: off the event loop, once per generation.
-        shape = await asyncio.to_thread(_plan_shape, service)
+        # The step model of the plan: built off the event loop, once per generation.
+        shape = await asyncio.to_thread(_plan_shape, kept.plan)
         self._shapes[key] = (version, shape)
         return shape
 
     async def mix_capacity(
         self,
         key: tuple[str, str],
-        body: Mapping[str, Any],
-        service: LLMService,
+        kept: KeptPlan,
         observation: Observation | None,
         ceiling: Ceiling | None = None,
     ) -> float | None:
@@ -91,11 +92,8 @@ class Ceilings:
             if len(self._mix_since) >= MAX_CACHED:
                 self._mix_since.pop(next(iter(self._mix_since)))
             self._mix_since[key] = observation.signals.at
-        meta = body.get("metadata") or {}
-        version = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
-        shape = await self._shape(key, version, service)
-        if shape is None:
-            return None
+        version = (kept.uid, kept.generation)
+        shape = await self._shape(key, kept)
         bounded = replace(prompts, top=float(shape.max_model_len))
         longest = ceiling.longest_prompt if ceiling is not None else shape.max_model_len
         mean = attainable_mean_prompt(bounded, mean_prompt, longest)
@@ -125,20 +123,15 @@ class Ceilings:
     async def estimate(
         self,
         key: tuple[str, str],
-        body: Mapping[str, Any],
-        service: LLMService,
+        kept: KeptPlan,
+        slo: SloSpec,
         observation: Observation | None,
     ) -> Ceiling | None:
         if observation is None or observation.prompts is None:
             return None
         if observation.prompts.total <= 0:
             return None
-        meta = body.get("metadata") or {}
-        version = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
-        shape = await self._shape(key, version, service)
-        if shape is None:
-            return None
-        slo = service.spec.slo
+        shape = await self._shape(key, kept)
         return ceiling(
             shape.timer,
             shape.max_batched_tokens,
@@ -149,35 +142,27 @@ class Ceilings:
         )
 
 
-def _plan_shape(service: LLMService) -> _Shape | None:
-    try:
-        from tokenfleet.api import plan_service, to_plan_request
-        from tokenfleet.capacity import step_model
+def _plan_shape(plan: Plan) -> _Shape:
+    from tokenfleet.capacity import step_model
 
-        p = plan_service(to_plan_request(service))
-        return _Shape(step_model(p), p.max_num_batched_tokens, p.max_model_len, p)
-    except Exception:  # the reconciler reports plan errors; no ceiling here
-        return None
+    return _Shape(step_model(plan), plan.max_num_batched_tokens, plan.max_model_len, plan)
 
 
 def _plan_mix(
     shape: _Shape, prompts: Any, mean_prompt: float | None, output: float, longest: int
 ) -> float | None:
-    from tokenfleet.capacity import plan
-
     p = shape.plan
     if p.request is None:
         return None
-    pinned = pin_layout(p.request, p)
 
     def goodput(prompt_tokens: int, output_tokens: int) -> float:
         if prompt_tokens + output_tokens > p.max_model_len:
             return 0.0
         try:
-            request = replace(pinned, input_tokens=prompt_tokens, output_tokens=output_tokens)
-            return float(plan(request).predicted.goodput_requests_per_second)
-        except Exception:  # a class the planner refuses is a class it cannot serve
+            at = replan(p, input_tokens=prompt_tokens, output_tokens=output_tokens)
+        except UserError:  # a class the planner refuses is a class it cannot serve
             return 0.0
+        return float(at.predicted.goodput_requests_per_second)
 
     mix = mix_capacity(prompts, mean_prompt, output, longest, goodput)
     return None if mix is None else mix.requests_per_second

@@ -1,7 +1,7 @@
 """The SLO autoscaler's loops: one asyncio task per LLMService with autoscaling enabled.
 
-Each tick reads as its phases: read the LLMService and its plan's prediction -> the
-Prometheus URL it may use (prometheus_source.py) -> signals
+Each tick reads as its phases: read the LLMService and the reconciler's kept plan
+(controller/plans.py) -> the Prometheus URL it may use (prometheus_source.py) -> signals
 -> the SLO's ceiling, the mix's and the prefix cache's feed-forward (attainability.py,
 prefix_feed.py) -> the pure `policy.decide(spec, current, signals, history, now)` ->
 replicas written through the LLMService's scale subresource (the field `kubectl scale`
@@ -12,7 +12,7 @@ pods first (deletion_cost.py) -> status.autoscaling and the Autoscaling conditio
 rebuilt from status after a restart (autoscale/history.py).
 
 Entry points (used by controller/handlers.py, and by harnesses that drive the loop):
-- `Autoscalers(kube, metrics, options, source=None, decide=None, clock=time.time)`.
+- `Autoscalers(kube, metrics, plans, options, source=None, decide=None, clock=time.time)`.
   `source` is a `SignalSource` (default: `PrometheusSource`); `decide` defaults to
   tokenfleet.autoscale.policy.decide.
   - `sync(event_type, body)`: start, retune or stop the loop from an LLMService watch event
@@ -53,6 +53,7 @@ from tokenfleet.controller.autoscaler_status import (
 from tokenfleet.controller.deletion_cost import set_deletion_costs
 from tokenfleet.controller.kube import KubeClient
 from tokenfleet.controller.metrics import Metrics
+from tokenfleet.controller.plans import KeptPlan, Plans
 from tokenfleet.controller.prefill_pool import scale_prefill, serving_plan
 from tokenfleet.controller.prefix_feed import PrefixFeed, fed_hit_rate
 from tokenfleet.controller.prometheus_source import (
@@ -66,6 +67,7 @@ from tokenfleet.controller.routing import zero_floor
 from tokenfleet.controller.scale import scale_replicas
 from tokenfleet.controller.spec_feed import SpecFeed, fed_acceptance, speculative_tokens
 from tokenfleet.controller.statuswrite import write_status
+from tokenfleet.errors import UserError
 
 API_VERSION, KIND = "tokenfleet.dev/v1alpha1", "LLMService"
 # The shortest a tick's queries may take (simulated fleets divide the interval).
@@ -100,9 +102,9 @@ class _Read:
 
     key: Key
     body: Mapping[str, Any]
-    service: Any  # the parsed LLMService
     spec: LLMServiceSpec
-    predicted: float  # goodput per replica, status.plan.predicted
+    kept: KeptPlan
+    predicted: float  # goodput per replica: the kept plan's, or the GPU types' mean
     current: FleetState
     query: SignalsQuery
     mixed: Any  # type_capacity.from_status: a fleet over several GPU types, else None
@@ -126,6 +128,7 @@ class Autoscalers:
         self,
         kube: KubeClient,
         metrics: Metrics,
+        plans: Plans,
         options: AutoscalerOptions | None = None,
         *,
         source: SignalSource | None = None,
@@ -135,6 +138,7 @@ class Autoscalers:
     ) -> None:
         self.kube = kube
         self.metrics = metrics
+        self.plans = plans
         self.options = options or AutoscalerOptions()
         self._source: SignalSource = source or PrometheusSource()
         self._allowlist = Allowlist.of(self.options.allowed())
@@ -155,6 +159,8 @@ class Autoscalers:
             time_scale=self.options.time_scale,
             logger=self._logger,
         )
+        # A loop whose LLMService had no plan yet ticks as soon as the reconciler keeps one.
+        plans.on_keep(self.loops.wake)
 
     # --- loops (controller/autoscaler_loops.py) -----------------------------------------
 
@@ -237,24 +243,20 @@ class Autoscalers:
             self.loops.drop(key)
             return None
         try:
-            service = self._parse_service(body)
-        except Exception:  # the reconciler reports the spec error as Degraded
+            spec: LLMServiceSpec = self._parse_service(body).spec
+        except UserError:  # the reconciler reports the spec error as Degraded
             return None
-        spec: LLMServiceSpec = service.spec
         if not spec.autoscaling.enabled:
             self.loops.drop(key)
             return None
-        status = body.get("status") or {}
-        predicted = ((status.get("plan") or {}).get("predicted") or {}).get(
-            "goodputRequestsPerSecond"
-        )
-        self.loops.waiting(key, predicted is None)
-        if predicted is None:  # not planned (yet): the condition stays AwaitingMetrics
+        kept = self.plans.latest(key, str((body.get("metadata") or {}).get("uid") or ""))
+        self.loops.waiting(key, kept is None)
+        if kept is None:  # not planned (yet): the condition stays AwaitingMetrics
             return None
+        status = body.get("status") or {}
         # A fleet over several GPU types: each type's replicas count with their own goodput.
         mixed = type_capacity.from_status(status)
-        if mixed is not None:
-            predicted = type_capacity.per_replica(mixed[0])
+        predicted = kept.predicted_goodput if mixed is None else type_capacity.per_replica(mixed[0])
         current = FleetState(
             desired=int(spec.replicas),
             ready=int(status.get("readyReplicas") or 0),
@@ -272,17 +274,17 @@ class Autoscalers:
             # Disaggregated: this decision is the decode pool's, on the decode pods' series.
             role="decode" if serving_plan(body) is not None else None,
         )
-        return _Read(key, body, service, spec, float(predicted), current, query, mixed)
+        return _Read(key, body, spec, kept, predicted, current, query, mixed)
 
     async def _feeds(self, read: _Read, observation: Observation | None, now: float) -> _Feeds:
-        """The ceiling and the feed-forward of the plan at the observed traffic, and the
-        policy's memory with the plan's prediction current."""
+        """The ceiling and the feed-forward of the kept plan at the observed traffic, and
+        the policy's memory with the plan's prediction current."""
         key, predicted = read.key, read.predicted
         autoscaling = (read.body.get("status") or {}).get("autoscaling") or {}
         history = self._histories.get(key) or rebuild_history(autoscaling, predicted)
         history = with_predicted(history, predicted)
-        ceiling = await self._ceilings.estimate(key, read.body, read.service, observation)
-        mix = await self._ceilings.mix_capacity(key, read.body, read.service, observation, ceiling)
+        ceiling = await self._ceilings.estimate(key, read.kept, read.spec.slo, observation)
+        mix = await self._ceilings.mix_capacity(key, read.kept, observation, ceiling)
         feed = mix if self._ceilings.mix_settled(key, now) else None
         hit_rate = fed_hit_rate(
             read.spec.workload.prefix_cache_hit_rate,
@@ -291,17 +293,17 @@ class Autoscalers:
         acceptance = fed_acceptance(
             read.spec.engine.speculative_acceptance_rate,
             observation.signals.spec_accept_length if observation else None,
-            speculative_tokens(read.service),
+            speculative_tokens(read.spec),
         )
         if acceptance is not None:
             # The engines' own acceptance in place of the prior (with the observed prefix
             # hit rate, if any): plan() at both feeds forward.
-            fed = await self._spec.predicted(key, read.body, read.service, acceptance, hit_rate)
+            fed = await self._spec.predicted(key, read.kept, acceptance, hit_rate)
             if fed is not None:
                 history = with_predicted(history, fed)
                 feed = None
         elif hit_rate is not None:
-            fed = await self._prefix.predicted(key, read.body, read.service, hit_rate)
+            fed = await self._prefix.predicted(key, read.kept, hit_rate)
             if fed is not None:
                 history = with_predicted(history, fed)
                 feed = None  # plan() at the observed prefix hit rate feeds forward instead
@@ -342,9 +344,7 @@ class Autoscalers:
         if decision.desired < read.current.desired:
             await set_deletion_costs(
                 self.kube, self._source, read.body, read.query, url,
-                nodes_per_replica=int(
-                    ((read.body.get("status") or {}).get("plan") or {}).get("nodesPerReplica") or 1
-                ),
+                nodes_per_replica=read.kept.plan.nodes_per_replica,
                 now=now, deadline=deadline, logger=self._logger,
             )  # fmt: skip
         if await scale_replicas(self.kube, read.body, decision.desired):
@@ -384,11 +384,9 @@ class Autoscalers:
         autoscaler_metrics.record(self.metrics, namespace, name, decision, read.current)
 
     def _parse_service(self, body: Mapping[str, Any]) -> Any:
-        if self._parse is not None:
-            return self._parse(body)
         from tokenfleet.api import parse_llmservice
 
-        return parse_llmservice(body)
+        return (self._parse or parse_llmservice)(body)
 
     def _tick_deadline(self, interval: float) -> float:
         """All queries of one tick end within one interval (wall seconds), however slowly

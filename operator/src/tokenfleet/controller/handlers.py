@@ -298,13 +298,15 @@ def _autoscalers(kube: KubeClient, reconciler: Reconciler, options: Options) -> 
         time_scale=options.time_scale,
     )
     if options.time_scale == 1.0:
-        return Autoscalers(kube, reconciler.metrics, scaler_options)
+        return Autoscalers(kube, reconciler.metrics, reconciler.plans, scaler_options)
     from tokenfleet.controller.prometheus_source import PrometheusSource
     from tokenfleet.controller.timescale import ScaledSource, SimulatedClock
 
     clock = SimulatedClock(options.time_scale)
     source = ScaledSource(PrometheusSource(), clock)
-    return Autoscalers(kube, reconciler.metrics, scaler_options, source=source, clock=clock)
+    return Autoscalers(
+        kube, reconciler.metrics, reconciler.plans, scaler_options, source=source, clock=clock
+    )
 
 
 def build_registry(

@@ -2,21 +2,23 @@
 
 plan() prices prefill by `workload.prefixCacheHitRate` (capacity/prefix.py). When the
 LLMService leaves it unset (0), the autoscaler's predicted capacity per replica comes from
-a plan at the hit rate the engines report instead (signals.prefix_hit_rate_query: vLLM's
-prefix_cache_hits / prefix_cache_queries over the window, SGLang's cache_hit_rate), with
-the layout pinned to the one running. A configured hit rate is the user's word and wins.
+the reconciler's kept plan (controller/plans.py) evaluated at the hit rate the engines
+report instead (signals.prefix_hit_rate_query: vLLM's prefix_cache_hits /
+prefix_cache_queries over the window, SGLang's cache_hit_rate), with the layout pinned to
+the one running. A configured hit rate is the user's word and wins.
 
 The observed rate is rounded to HIT_RATE_STEP before planning, so noise does not re-plan
-every tick; plans are kept per LLMService and spec generation, bounded like Ceilings.
+every tick; results are kept per LLMService and plan generation, bounded like Ceilings.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
 
-from tokenfleet.capacity.pinned import pin_layout
+from tokenfleet.capacity.pinned import replan
+from tokenfleet.capacity.types import Plan
+from tokenfleet.controller.plans import KeptPlan
+from tokenfleet.errors import UserError
 
 HIT_RATE_STEP = 0.05  # re-plan once the observed rate moves a step
 MAX_HIT_RATE = 0.95  # api/workload.py: prefixCacheHitRate le=0.95
@@ -42,31 +44,28 @@ class PrefixFeed:
         self._plans.pop(key, None)
 
     async def predicted(
-        self, key: tuple[str, str], body: Mapping[str, Any], service: Any, hit_rate: float
+        self, key: tuple[str, str], kept: KeptPlan, hit_rate: float
     ) -> float | None:
-        meta = body.get("metadata") or {}
-        version = (str(meta.get("uid") or ""), int(meta.get("generation") or 0), hit_rate)
+        version = (kept.uid, kept.generation, hit_rate)
         cached = self._plans.get(key)
         if cached is not None and cached[0] == version:
             return cached[1]
         if len(self._plans) >= MAX_CACHED:
             self._plans.pop(next(iter(self._plans)))
         # plan() runs the scheduler in virtual time: off the event loop.
-        goodput = await asyncio.to_thread(_plan_at, service, hit_rate)
+        goodput = await asyncio.to_thread(_plan_at, kept.plan, hit_rate)
         self._plans[key] = (version, goodput)
         return goodput
 
 
-def _plan_at(service: Any, hit_rate: float) -> float | None:
+def _plan_at(p: Plan, hit_rate: float) -> float | None:
+    """The kept plan's goodput per replica at `hit_rate`, its layout pinned."""
+    if p.request is None:
+        return None
     try:
-        from tokenfleet.api import plan_service, to_plan_request
-        from tokenfleet.capacity import plan
-
-        p = plan_service(to_plan_request(service))
-        if p.request is None:
-            return None
-        pinned = pin_layout(p.request, p, prefix_cache_hit_rate=hit_rate)
-        goodput = float(plan(pinned).predicted.goodput_requests_per_second)
-    except Exception:  # the reconciler reports plan errors; the spec's plan stands
+        goodput = float(
+            replan(p, prefix_cache_hit_rate=hit_rate).predicted.goodput_requests_per_second
+        )
+    except UserError:  # the planner refuses this workload: the spec's plan stands
         return None
     return goodput if goodput > 0 else None

@@ -29,6 +29,7 @@ from tokenfleet.controller.events import PostEvent
 from tokenfleet.controller.kube import ApiError, KubeClient
 from tokenfleet.controller.metrics import Metrics
 from tokenfleet.controller.names import NameClaims
+from tokenfleet.controller.plans import KeptPlan, Plans, config_digest
 from tokenfleet.controller.routing import RoutingState, routing_state
 from tokenfleet.controller.statuswrite import write_status
 from tokenfleet.engines.images import DEFAULT_IMAGES, ImageTable
@@ -185,6 +186,9 @@ class Reconciler:
         """When the last pass asked to be run again (a GPU deadline or dwell), if it did."""
         return self._rechecks.get((namespace, name))
 
+    # the one plan per LLMService generation, read by the autoscaler (controller/plans.py)
+    plans: Plans = field(default_factory=Plans)
+
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self._locks.setdefault((namespace, name), asyncio.Lock())
 
@@ -198,6 +202,7 @@ class Reconciler:
 
     def forget(self, namespace: str, name: str) -> None:
         self._deleted.pop((namespace, name), None)
+        self.plans.forget((namespace, name))
         self._locks.pop((namespace, name), None)
         self._verified.pop((namespace, name), None)
         self._pruned.pop((namespace, name), None)
@@ -314,8 +319,9 @@ class Reconciler:
         previous = dict(body.get("status") or {})
         generation = int(meta.get("generation") or 0)
         corrected: list[str] = []
+        kept: KeptPlan | None = None
         try:
-            observed = await self._apply(body, logger, corrected)
+            observed, kept = await self._apply(body, logger, corrected)
             result = "applied"
         except Refused as refused:
             message = redact(refused.message, body)
@@ -358,6 +364,8 @@ class Reconciler:
             logger.error(
                 "status of %s/%s was rejected: %s", namespace, name, redact(str(error), body)
             )
+        if kept is not None:  # applied and reported: the plan the workload runs with
+            self.plans.keep((namespace, name), kept.uid, kept.generation, kept.config, kept.plan)
         self._record_scale(previous, new_status)
         self._post_events(body, previous, new_status, generation)
         for warning, reason, message in observed.events:
@@ -372,8 +380,9 @@ class Reconciler:
         body: Mapping[str, Any],
         logger: logging.Logger | logging.LoggerAdapter[Any],
         corrected: list[str],
-    ) -> st.Observed:
-        """read -> plan and render -> preconditions -> write -> prune, for one generation."""
+    ) -> tuple[st.Observed, KeptPlan]:
+        """read -> plan and render -> preconditions -> write -> prune, for one generation;
+        with the plan applied, for the reconciler to keep once it is reported."""
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         generation = int(meta.get("generation") or 0)
@@ -384,7 +393,7 @@ class Reconciler:
         decider = (
             None if seen is None else gpu_placement.Decider(seen, inputs.service.spec.replicas)
         )
-        state = await self._desired(inputs, decider)
+        state = await self._desired(body, inputs, decider)
         planned = planned_condition(state.plan)
         owned = await self._preconditions(body, inputs, state.manifests, planned)
         # Planning and the dry-run take time: a delete meanwhile must not be undone by
@@ -405,7 +414,8 @@ class Reconciler:
         if autoscaling is not None:
             observed = dataclasses.replace(observed, autoscaling=autoscaling)
         observed = self._gpu_observed(observed, state.plan, decider, body)
-        return dataclasses.replace(observed, routing=inputs.routing.condition)
+        kept = KeptPlan(str(meta["uid"]), generation, config_digest(inputs.config), state.plan)
+        return dataclasses.replace(observed, routing=inputs.routing.condition), kept
 
     def _gpu_observed(
         self,
@@ -461,10 +471,24 @@ class Reconciler:
         return _Inputs(service, config, cluster, routing)
 
     async def _desired(
-        self, inputs: _Inputs, decider: gpu_placement.Decider | None = None
+        self,
+        body: Mapping[str, Any],
+        inputs: _Inputs,
+        decider: gpu_placement.Decider | None = None,
     ) -> Desired:
-        """Plan and render off the event loop; a failure or a refusal is Refused."""
+        """Plan (once per generation and model config: later passes reuse the plan kept
+        when it was applied, controller/plans.py) and render off the event loop; a failure
+        or a refusal is Refused."""
         steps, lws = self.pipeline, inputs.cluster.lws
+        meta = body["metadata"]
+        key = (str(meta["namespace"]), str(meta["name"]))
+        uid, generation = str(meta.get("uid") or ""), int(meta.get("generation") or 0)
+        digest = config_digest(inputs.config)
+        kept = self.plans.kept(key, uid, generation, digest)
+
+        def planned(outcome: str) -> None:  # counts the plans made, not the ones reused
+            if kept is None:
+                self.metrics.plans.labels(outcome).inc()
 
         def admit(service: LLMService, plan: Plan) -> None:
             """Refusals of a good plan, before the render's own errors: the allowlists,
@@ -483,25 +507,32 @@ class Reconciler:
         try:
             state = await off_loop(
                 lambda: desired(
-                    service, config, cluster, plan=steps.plan, admit=admit, split=decider
+                    service,
+                    config,
+                    cluster,
+                    plan=steps.plan,
+                    admit=admit,
+                    split=decider,
+                    planned=kept,
                 ),
                 self.step_seconds,
             )
         except (StepFailed, TooSlow) as error:
             failed_plan = error.plan if isinstance(error, StepFailed) else None
             if failed_plan is None:  # the plan failed (or the whole step ran too long)
-                self.metrics.plans.labels("failed").inc()
+                planned("failed")
                 message = _one_line(error)
                 failed = st.Condition("Planned", False, "PlanFailed", message)
                 raise Refused("PlanFailed", message, failed) from error
-            self.metrics.plans.labels("ok").inc()
-            planned = planned_condition(failed_plan)
-            raise Refused("RenderFailed", _one_line(error), planned) from error
+            planned("ok")
+            raise Refused(
+                "RenderFailed", _one_line(error), planned_condition(failed_plan)
+            ) from error
         except Refused as refused:
             if refused.planned is not None:  # refused by admit: the plan itself was made
-                self.metrics.plans.labels("ok").inc()
+                planned("ok")
             raise
-        self.metrics.plans.labels("ok").inc()
+        planned("ok")
         if not lws and any(m.get("kind") == "LeaderWorkerSet" for m in state.manifests):
             raise Refused("LeaderWorkerSetMissing", LWS_INSTALL, planned_condition(state.plan))
         return state

@@ -5,22 +5,26 @@ Rate, or the method's published prior (capacity/speculative.py PRIORS). Once the
 run, they count what their proposer really achieves (vLLM's spec_decode accepted-token and
 draft counters, SGLang's acceptance-length gauge: signals.acceptance_query); the autoscaler's
 predicted capacity per replica then comes from a plan at that rate in place of the prior,
-on the layout running (capacity/pinned.py). A configured rate is the user's word and wins,
+on the layout running: the reconciler's kept plan asked again (controller/plans.py,
+capacity/pinned.py). A configured rate is the user's word and wins,
 as with the prefix feed (controller/prefix_feed.py).
 
 The observed rate is rounded to RATE_STEP before planning, so noise does not re-plan every
-tick; plans are kept per LLMService and spec generation, bounded like the prefix feed's.
+tick; results are kept per LLMService and plan generation, bounded like the prefix feed's.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from tokenfleet.capacity.pinned import pin_layout
+from tokenfleet.api.spec import LLMServiceSpec
+from tokenfleet.capacity.pinned import replan
 from tokenfleet.capacity.speculative import rate_for_length
+from tokenfleet.capacity.types import Plan
+from tokenfleet.controller.plans import KeptPlan
+from tokenfleet.errors import UserError
 
 RATE_STEP = 0.05
 MAX_CACHED = 4096
@@ -35,17 +39,16 @@ def fed_acceptance(configured: float | None, observed_length: float | None, k: i
     return round(round(rate / RATE_STEP) * RATE_STEP, 4)
 
 
-def speculative_tokens(service: Any) -> int:
+def speculative_tokens(spec: LLMServiceSpec) -> int:
     """K of the LLMService's speculative settings (0: none, or none the planner reads)."""
-    engine = service.spec.engine
+    engine = spec.engine
     if not engine.speculative:
         return 0
-    from tokenfleet.capacity.errors import PlanError
     from tokenfleet.engines.speculative import read_native
 
     try:
         return read_native(engine.kind, engine.speculative, "spec.engine.speculative")[1]
-    except PlanError:
+    except UserError:
         return 0
 
 
@@ -59,46 +62,35 @@ class SpecFeed:
         self._plans.pop(key, None)
 
     async def predicted(
-        self,
-        key: tuple[str, str],
-        body: Mapping[str, Any],
-        service: Any,
-        rate: float,
-        hit_rate: float | None,
+        self, key: tuple[str, str], kept: KeptPlan, rate: float, hit_rate: float | None
     ) -> float | None:
-        meta = body.get("metadata") or {}
-        version = (str(meta.get("uid") or ""), int(meta.get("generation") or 0), rate,
-                   hit_rate if hit_rate is not None else -1.0)  # fmt: skip
+        version = (kept.uid, kept.generation, rate, hit_rate if hit_rate is not None else -1.0)
         cached = self._plans.get(key)
         if cached is not None and cached[0] == version:
             return cached[1]
         if len(self._plans) >= MAX_CACHED:
             self._plans.pop(next(iter(self._plans)))
-        goodput = await asyncio.to_thread(plan_at, service, rate, hit_rate)
+        # plan() runs the scheduler in virtual time: off the event loop.
+        goodput = await asyncio.to_thread(plan_at, kept.plan, rate, hit_rate)
         self._plans[key] = (version, goodput)
         return goodput
 
 
-def plan_at(service: Any, rate: float, hit_rate: float | None) -> float | None:
-    """Goodput per replica of the running layout with speculation at `rate` (and the
+def plan_at(p: Plan, rate: float, hit_rate: float | None) -> float | None:
+    """Goodput per replica of the kept plan's layout with speculation at `rate` (and the
     observed prefix hit rate, when the prefix feed has one)."""
+    request = p.request
+    if request is None or request.speculative is None or p.speculative is None:
+        return None
+    speculative = replace(
+        request.speculative, acceptance_rate=rate, acceptance_source="observed",
+        policy="always" if p.speculative.enabled else "auto",
+    )  # fmt: skip
+    changes: dict[str, Any] = {"speculative": speculative}
+    if hit_rate is not None:
+        changes["prefix_cache_hit_rate"] = hit_rate
     try:
-        from tokenfleet.api import plan_service, to_plan_request
-        from tokenfleet.capacity import plan
-
-        p = plan_service(to_plan_request(service))
-        request = p.request
-        if request is None or request.speculative is None or p.speculative is None:
-            return None
-        speculative = replace(
-            request.speculative, acceptance_rate=rate, acceptance_source="observed",
-            policy="always" if p.speculative.enabled else "auto",
-        )  # fmt: skip
-        changes: dict[str, Any] = {"speculative": speculative}
-        if hit_rate is not None:
-            changes["prefix_cache_hit_rate"] = hit_rate
-        got = plan(pin_layout(request, p, **changes))
-        goodput = float(got.predicted.goodput_requests_per_second)
-    except Exception:  # the reconciler reports plan errors; the spec's plan stands
+        goodput = float(replan(p, **changes).predicted.goodput_requests_per_second)
+    except UserError:  # the planner refuses this workload: the spec's plan stands
         return None
     return goodput if goodput > 0 else None

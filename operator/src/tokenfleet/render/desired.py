@@ -90,16 +90,19 @@ def desired(
     plan: PlanStep = plan_service,
     admit: Admit | None = None,
     split: Split | None = None,
+    planned: Plan | None = None,
 ) -> Desired:
     """Plan `service` (with its resolved model `config`) and render it for `cluster`.
 
     `plan` is swappable for tests that stall or fail the planner; its errors and the
-    render's become StepFailed, while `admit`'s propagate unchanged.
+    render's become StepFailed, while `admit`'s propagate unchanged. `planned`: the plan
+    already made for this spec and config (the operator's kept plan): rendered, not redone.
     """
-    try:
-        planned = plan(to_plan_request(service, config))
-    except Exception as error:
-        raise StepFailed("plan", error) from error
+    if planned is None:
+        try:
+            planned = plan(to_plan_request(service, config))
+        except Exception as error:
+            raise StepFailed("plan", error) from error
     if admit is not None:
         admit(service, planned)
     try:
