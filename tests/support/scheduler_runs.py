@@ -21,6 +21,7 @@ from tokenfleet.scheduling.core import (
     StepTimer,
 )
 from tokenfleet.scheduling.virtual import closed_loop, offline, open_loop
+from tokenfleet.sim.exporter import EngineMetrics
 
 
 def drive(
@@ -45,6 +46,19 @@ def drive(
             continue
         now = scheduler.complete(step).end
     return requests
+
+
+def run_exported(scheduler: Scheduler, metrics: EngineMetrics) -> float:
+    """The scheduler's requests run step by step to the end, each step shown to the
+    simulator's `metrics` as its engine loop does; when the last step ends."""
+    now = 0.0
+    while not scheduler.idle:
+        step = scheduler.schedule(now)
+        assert step is not None
+        outcome = scheduler.complete(step)
+        metrics.on_step(step, outcome, scheduler)
+        now = outcome.end
+    return now
 
 
 def assert_lazy_runs_match(

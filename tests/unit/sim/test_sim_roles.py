@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.scheduler_runs import run_exported
 from tests.support.sim_args import sim_args
 from tokenfleet.capacity.disagg.roles import DecodeTimer
 from tokenfleet.errors import UserError
@@ -20,14 +21,7 @@ def _run(settings, timer, metrics, prompts: list[int]) -> float:  # type: ignore
     scheduler = Scheduler(settings.config, timer)
     for i, prompt in enumerate(prompts):
         scheduler.add(SimRequest(f"r{i}", prompt, 20, 0.0))
-    now = 0.0
-    while not scheduler.idle:
-        step = scheduler.schedule(now)
-        assert step is not None
-        outcome = scheduler.complete(step)
-        metrics.on_step(step, outcome, scheduler)
-        now = outcome.end
-    return now
+    return run_exported(scheduler, metrics)
 
 
 def test_decode_role_lands_without_prefill_and_records_the_transfer() -> None:

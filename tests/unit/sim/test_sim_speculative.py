@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.scheduler_runs import run_exported
 from tests.support.sim_args import sim_args
 from tokenfleet.capacity.speculative import SpeculativeTimer, expected_tokens
 from tokenfleet.errors import UserError
@@ -52,13 +53,7 @@ def _families(engine: str) -> dict[str, tuple[str, set[str], float]]:
     scheduler = Scheduler(settings.config, timer)
     for i in range(4):
         scheduler.add(SimRequest(f"r{i}", 100, 50, 0.0))
-    now = 0.0
-    while not scheduler.idle:
-        step = scheduler.schedule(now)
-        assert step is not None
-        outcome = scheduler.complete(step)
-        metrics.on_step(step, outcome, scheduler)
-        now = outcome.end
+    run_exported(scheduler, metrics)
     out = {}
     for family in text_string_to_metric_families(metrics.exposition().decode()):
         labels = {k for s in family.samples for k in s.labels}
