@@ -3,31 +3,20 @@ type's numbers are exactly those of replaying it alone."""
 
 from __future__ import annotations
 
-import json
-import random
 from pathlib import Path
 
 import pytest
 
+from tests.support.azure_csv import autoscale_sim_json as _json
+from tests.support.azure_csv import two_rate_csv
 from tokenfleet.cli import main
 
 
 @pytest.fixture(scope="module")
 def short_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Four minutes in the Azure format at 2 req/s, 4 req/s in the middle two."""
-    rng = random.Random(11)
-    rows, t = ["TIMESTAMP,ContextTokens,GeneratedTokens"], 0.0
-    while t < 240:
-        t += rng.expovariate(4.0 if 60 <= t < 180 else 2.0)
-        rows.append(f"{t:.3f},{rng.randint(200, 2000)},{rng.randint(20, 300)}")
     path = tmp_path_factory.mktemp("trace") / "short.csv"
-    path.write_text("\n".join(rows) + "\n")
-    return path
-
-
-def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    assert main(["autoscale-sim", *argv, "-o", "json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    return two_rate_csv(path, 11, 240, 2.0, 4.0, (60, 180))
 
 
 @pytest.mark.slow

@@ -4,11 +4,12 @@ invariants, errors, and that our policy is the operator's own policy.decide."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 
+from tests.support.azure_csv import autoscale_sim_json as _json
+from tests.support.azure_csv import two_rate_csv
 from tokenfleet.autoscale import policy
 from tokenfleet.autoscale.fleetsim.run import SimOptions, make_autoscaler, prepare, run_policy
 from tokenfleet.autoscale.fleetsim.traces import load_csv
@@ -18,19 +19,8 @@ from tokenfleet.cli import main
 @pytest.fixture(scope="module")
 def short_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Six minutes in the Azure format: 3 req/s, then 9 req/s from minute 2 to 4."""
-    rng = random.Random(7)
-    rows, t = ["TIMESTAMP,ContextTokens,GeneratedTokens"], 0.0
-    while t < 360:
-        t += rng.expovariate(9.0 if 120 <= t < 240 else 3.0)
-        rows.append(f"{t:.3f},{rng.randint(200, 2000)},{rng.randint(20, 300)}")
     path = tmp_path_factory.mktemp("trace") / "short.csv"
-    path.write_text("\n".join(rows) + "\n")
-    return path
-
-
-def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    assert main(["autoscale-sim", *argv, "-o", "json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    return two_rate_csv(path, 7, 360, 3.0, 9.0, (120, 240))
 
 
 @pytest.mark.slow
