@@ -4,8 +4,10 @@ Pure lookups, no I/O. The facts themselves stay in the engine's own module (engi
 engines/sglang.py: program, ports, flags, metric names, histogram bounds) and, for the
 memory model's version profiles, in capacity/engine_profiles.py: the capacity model reads
 those at every plan, and engines/ already sits above capacity (it imports capacity.types), so
-the registry points at them rather than moving them. Container images per engine and vendor
-are engines/images.py's table.
+the registry points at them rather than moving them; so do the capacity model's engine
+facts (EngineFacts, the record's `facts`). Callers outside engines/ read a fact of the record
+and never compare an engine's name (tests/unit/engines/test_engine_names.py). Container
+images per engine and vendor are engines/images.py's table.
 """
 
 from __future__ import annotations
