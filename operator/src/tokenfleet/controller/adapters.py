@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from tokenfleet.api import LLMService, parse_llmservice
+from tokenfleet.api.spec import API_VERSION, KIND
 from tokenfleet.controller import adapter_plan as ap
 from tokenfleet.controller.kube import ApiError, KubeClient, object_path
 from tokenfleet.controller.statuswrite import write_status
@@ -38,7 +39,6 @@ from tokenfleet.engines.lora import ENDPOINTS, loaded_adapters
 from tokenfleet.render.adapters import dynamic, engine_path
 from tokenfleet.render.meta import CACHE_MOUNT, ENGINE_CONTAINER, HTTP_ROLES, PORT_NAME, ROLE_LABEL
 
-API_VERSION, KIND = "tokenfleet.dev/v1alpha1", "LLMService"
 INSTANCE_LABEL = "tokenfleet.dev/llmservice"
 STATUS_KEY = "adapters"
 PASS_SECONDS = 10.0

@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tokenfleet.api.spec import LLMServiceSpec
+from tokenfleet.api.spec import API_VERSION, KIND, LLMServiceSpec
 from tokenfleet.autoscale import type_capacity
 from tokenfleet.autoscale.attainability import Ceiling
 from tokenfleet.autoscale.history import rebuild_history, with_predicted
@@ -69,7 +69,6 @@ from tokenfleet.controller.spec_feed import SpecFeed, fed_acceptance, speculativ
 from tokenfleet.controller.statuswrite import write_status
 from tokenfleet.errors import UserError
 
-API_VERSION, KIND = "tokenfleet.dev/v1alpha1", "LLMService"
 # The shortest a tick's queries may take (simulated fleets divide the interval).
 MIN_TICK_DEADLINE_SECONDS = 2.0
 

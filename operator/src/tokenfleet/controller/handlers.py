@@ -39,7 +39,7 @@ OWNED_RESOURCES = (
     ("monitoring.coreos.com/v1", "podmonitors"),
 )
 KIND_OF = {plural: kind for kind, plural in PLURALS.items()}
-PREFIX = "tokenfleet.dev"
+PREFIX = GROUP  # kopf's annotations and finalizer under the API group
 
 
 # Degraded reasons that another object can resolve without a spec change (NameConflict:

@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import kopf
 
+from tokenfleet.api.spec import KIND, PLURAL
+
 FIELD_MANAGER = "tokenfleet"
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"  # JSON is valid YAML; kubectl sends JSON too
 MERGE_CONTENT_TYPE = "application/merge-patch+json"
@@ -38,7 +40,7 @@ PLURALS: dict[str, str] = {
     "RoleBinding": "rolebindings",
     "InferencePool": "inferencepools",
     "HTTPRoute": "httproutes",
-    "LLMService": "llmservices",
+    KIND: PLURAL,
     "Pod": "pods",
 }
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tokenfleet.api.spec import API_VERSION, KIND
 from tokenfleet.controller.kube import ApiError, KubeClient
 
-API_VERSION, KIND = "tokenfleet.dev/v1alpha1", "LLMService"
 # Scale writes in a row that may meet a 409 from a status or annotation write (the spec
 # unchanged) before the tick gives up: as for status (controller/statuswrite.py).
 SCALE_ATTEMPTS = 5
