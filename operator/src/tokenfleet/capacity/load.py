@@ -147,6 +147,25 @@ class Replica:
         )
         return replace(replica, long_prefill_token_threshold=p.long_prefill_token_threshold)
 
+    def scheduler_config(self) -> SchedulerConfig:
+        """The scheduler as the engine version runs this replica: its limits, paging, batching
+        and admission rules. `tokenfleet sim` and the fleet replay run it as is; lockstep()
+        scales it. A request never outgrows the KV cache (SGLang caps it at its token pool;
+        vLLM refuses to start otherwise)."""
+        size, kv = self.block_size, self.kv_cache_tokens
+        return SchedulerConfig(
+            kv_cache_tokens=kv,
+            max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            max_model_len=min(self.max_model_len, kv // size * size),
+            block_size=self.block_size,
+            mixed_prefill=self.mixed_prefill,
+            long_prefill_token_threshold=self.long_prefill_token_threshold,
+            reserve_full_sequence=self.reserve_full_sequence,
+            prefix_caching=self.prefix_caching,
+            reserve_outputs=self.reserve_outputs,
+        )
+
     def held(self, request_tokens: int) -> int:
         """How many requests of `request_tokens` run at once: the seats, or what the KV
         cache holds (beyond it the engine queues them: its admission checks the blocks)."""
@@ -168,18 +187,14 @@ def lockstep(
     # A 1/w share of the lane's cache must still hold a request; never scale past that.
     w = max(1, min(w, replica.kv_cache_tokens // lanes // need))
     kv = replica.kv_cache_tokens // (w * lanes)
-    config = SchedulerConfig(
+    config = replace(
+        replica.scheduler_config(),
         kv_cache_tokens=kv,
         max_num_seqs=max(1, replica.max_num_seqs // (w * lanes)),
         max_num_batched_tokens=max(1, replica.max_num_batched_tokens // w),
         max_model_len=min(replica.max_model_len, kv // replica.block_size * replica.block_size),
-        block_size=replica.block_size,
-        mixed_prefill=replica.mixed_prefill,
         # A 1/w copy caps its chunks at 1/w of the threshold, as it does its budget.
         long_prefill_token_threshold=-(-replica.long_prefill_token_threshold // w),
-        reserve_full_sequence=replica.reserve_full_sequence,
-        prefix_caching=replica.prefix_caching,
-        reserve_outputs=replica.reserve_outputs,
     )
     return (ScaledTimer(timer, w) if w > 1 else timer), config, w * lanes
 
