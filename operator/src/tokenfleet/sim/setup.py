@@ -19,6 +19,7 @@ from tokenfleet.capacity import (
 from tokenfleet.capacity import lora as lora_capacity
 from tokenfleet.capacity.disagg.link import HANDOFF_S, kv_link
 from tokenfleet.capacity.disagg.roles import DecodeTimer
+from tokenfleet.capacity.load import Replica
 from tokenfleet.capacity.performance import StepModel
 from tokenfleet.capacity.quantization import weight_format
 from tokenfleet.capacity.speculative import SpeculativeRequest
@@ -203,15 +204,14 @@ def settings_from_args(args: argparse.Namespace) -> tuple[SimSettings, StepTimer
             f"is smaller than max-model-len {max_model_len}, so vLLM would refuse to start",
             "raise --kv-cache-tokens or lower --max-model-len",
         )
-    config = SchedulerConfig(
+    # The engine version's own scheduler: the plan's limits and the admission rules plan()
+    # runs (prefix caching, whole-sequence admission, SGLang's output reservation).
+    config = dataclasses.replace(
+        Replica.for_plan(p),
         kv_cache_tokens=kv,
-        max_num_seqs=p.max_num_seqs,
-        max_num_batched_tokens=p.max_num_batched_tokens,
         max_model_len=max_model_len,
-        block_size=block_size,
-        mixed_prefill=engine(p.engine).mixed_prefill,
         long_prefill_token_threshold=_long_prefill(args, p.engine, max_model_len),
-    )
+    ).scheduler_config()
     step = step_model(p)
     timer, config, transfer = _role(args, p, step_timer(p), config)
     sp = p.speculative
