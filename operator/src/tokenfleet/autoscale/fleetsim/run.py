@@ -45,10 +45,10 @@ from tokenfleet.autoscale.fleetsim.traces import Trace
 from tokenfleet.autoscale.mix import mix_capacity
 from tokenfleet.autoscale.types import FleetState
 from tokenfleet.capacity import PlanError, PlanRequest, get_gpu, load_model, plan, step_model
+from tokenfleet.capacity.load import Replica
 from tokenfleet.capacity.pinned import pin_layout
 from tokenfleet.engines import engine
 from tokenfleet.errors import UserError
-from tokenfleet.scheduling.core import SchedulerConfig
 
 POLICIES = ("tokenfleet", "keda", "kserve", "hpa", "static", "reactive", "hold", "oracle")
 ORACLE_BUCKET_S = 60.0  # the oracle and the static provision plan per minute of load
@@ -309,14 +309,8 @@ def prepare(trace: Trace, options: SimOptions) -> Setup:
             "cannot meet the SLO even with one request at a time (plan goodput 0)",
             "use a faster GPU or relax --ttft-slo-ms / --tpot-slo-ms",
         )
-    config = SchedulerConfig(
-        kv_cache_tokens=p.kv_cache_tokens,
-        max_num_seqs=p.max_num_seqs,
-        max_num_batched_tokens=p.max_num_batched_tokens,
-        max_model_len=p.max_model_len,
-        block_size=engine(p.engine).block_size,
-        long_prefill_token_threshold=p.long_prefill_token_threshold,
-    )
+    # Each replica schedules as the planned engine version does (its admission rules too).
+    config = Replica.for_plan(p).scheduler_config()
     shape = ReplicaShape(config, step_model(p), p.gpus_per_replica)
     longest = longest_prompt(
         shape.timer, config.max_num_batched_tokens, options.ttft_ms / 1000, p.max_model_len
