@@ -202,3 +202,29 @@ def test_same_arrivals_give_the_same_timeline() -> None:
     first = simulate(config(kv=512, seqs=4, max_len=512), LINEAR, arrivals)
     second = simulate(config(kv=512, seqs=4, max_len=512), LINEAR, arrivals)
     assert [r.token_times for r in first] == [r.token_times for r in second]
+
+
+def test_an_aborted_preempted_request_leaves_no_cached_prefix_behind() -> None:
+    """With prefix caching a preempted request's blocks wait in the free queue for it; once
+    the client goes away nobody will hit them (the simulator aborts on disconnect)."""
+    cfg = SchedulerConfig(
+        kv_cache_tokens=64, max_num_seqs=4, max_num_batched_tokens=64, max_model_len=64,
+        prefix_caching=True,
+    )  # fmt: skip
+    scheduler = Scheduler(cfg, LINEAR)
+    a, b = request("a", 24, 30), request("b", 24, 30)
+    scheduler.add(a)
+    scheduler.add(b)
+    now = 0.0
+    while not b.num_preemptions:
+        step = scheduler.schedule(now)
+        assert step is not None
+        now = scheduler.complete(step).end
+    assert b.state == "waiting" and b.cached is not None
+    scheduler.abort(b)
+    assert b.state == "aborted" and b.cached is None
+    while not scheduler.idle:
+        step = scheduler.schedule(now)
+        assert step is not None
+        now = scheduler.complete(step).end
+    assert a.finished and a.output_tokens == 30

@@ -281,8 +281,18 @@ class Scheduler:
             self._free(request)
         elif request.state == "waiting":
             self.waiting.remove(request)
+            self._uncache(request)
         if request.state in ("running", "waiting"):
             request.state = "aborted"
+
+    def _uncache(self, request: SimRequest) -> None:
+        """A preempted request that is dropped never comes back for its cached prefix: its
+        run in the free queue is blocks nobody will hit."""
+        run = request.cached
+        if run is not None:
+            run.owner = None
+            request.cached = None
+            self._live -= 1
 
     # -- one step ------------------------------------------------------------------------------
     def schedule(self, now: float) -> ScheduledStep | None:

@@ -138,6 +138,7 @@ class LazyScheduler(Scheduler):
             self._free(request)
         elif request.state == "waiting":
             self.waiting.remove(request)
+            self._uncache(request)
         if request.state in ("running", "waiting"):
             request.state = "aborted"
 
