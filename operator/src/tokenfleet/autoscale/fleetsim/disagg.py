@@ -32,8 +32,7 @@ from tokenfleet.capacity.disagg.link import transfer_seconds
 from tokenfleet.capacity.disagg.request import ServingRequest
 from tokenfleet.capacity.disagg.roles import DecodeTimer, decode_replica
 from tokenfleet.capacity.disagg.types import Disaggregated
-from tokenfleet.engines import engine
-from tokenfleet.scheduling.core import SchedulerConfig
+from tokenfleet.capacity.load import Replica
 
 PD_NAME = "tokenfleet-pd"  # the replay's row in autoscale-sim's table
 
@@ -73,23 +72,18 @@ def prepare_disaggregated(setup: Setup, network_gbit: float | None = None) -> Di
             "no prefill / decode pair serves this trace's mean request within the SLO",
             "relax the SLO or serve aggregated",
         )
-    block = engine(p.engine).block_size
+    # Each role's replicas schedule as the planner sized them: the engine version's
+    # scheduler (its admission rules too), the decode role's taking every landing whole.
     pre = pair.prefill.plan
     prefill = ReplicaShape(
-        SchedulerConfig(pre.kv_cache_tokens, pre.max_num_seqs, pre.max_num_batched_tokens,
-                        pre.max_model_len, block_size=block,
-                        long_prefill_token_threshold=pre.long_prefill_token_threshold),
-        step_model(pre),
-        pre.gpus_per_replica,
-    )  # fmt: skip
+        Replica.for_plan(pre).scheduler_config(), step_model(pre), pre.gpus_per_replica
+    )
     dec = pair.decode.plan
-    landing = decode_replica(dec, prompt)
     decode = ReplicaShape(
-        SchedulerConfig(dec.kv_cache_tokens, dec.max_num_seqs, landing.max_num_batched_tokens,
-                        dec.max_model_len, block_size=block),
+        decode_replica(dec, prompt).scheduler_config(),
         DecodeTimer(step_model(dec), prompt),
         dec.gpus_per_replica,
-    )  # fmt: skip
+    )
     first = trace.rate_per_bucket(60.0)[:3] or [0.0]
     per_decode = max(pair.decode.goodput_requests_per_second, 1e-9)
     d0 = max(1, o.min_replicas, math.ceil(max(first) / per_decode))
