@@ -1,7 +1,8 @@
 """The simulator reports its own clock on /sim/clock: virtual seconds so far, and those a busy
 machine cost it (steps that ended later than the time scale allows are not charged to the
 engine, SimEngine.lost_seconds). On a clock that keeps time nothing is lost; on one whose
-every sleep overruns, the overrun x the time scale is."""
+every sleep overruns, the overrun x the time scale is, unless the overrun is small enough
+for the next steps to catch it up (a timer's slack, a step's own bookkeeping)."""
 
 from __future__ import annotations
 
@@ -41,8 +42,12 @@ class OverrunClock:
         await asyncio.sleep(0)
 
 
-async def _clock_after_one_request(overrun: float) -> tuple[dict[str, Any], int]:
-    settings = SimSettings(served_model="m", engine="vllm", config=CONFIG, time_scale=SCALE)
+async def _clock_after_one_request(
+    overrun: float, catch_up: float = 0.0
+) -> tuple[dict[str, Any], int]:
+    settings = SimSettings(
+        served_model="m", engine="vllm", config=CONFIG, time_scale=SCALE, catch_up_seconds=catch_up
+    )
     clock = OverrunClock(overrun)
     client: TestClient[Any, Any] = TestClient(TestServer(build_app(settings, FLAT, clock)))
     await client.start_server()
@@ -67,4 +72,19 @@ async def test_a_machine_that_overruns_every_step_loses_the_overrun_times_the_sc
     reading, sleeps = await _clock_after_one_request(overrun)
     assert reading["lostSeconds"] == pytest.approx(sleeps * overrun * SCALE, rel=1e-6)
     # The engine still charged each step its model time, not the overrun.
+    assert reading["virtualSeconds"] == pytest.approx(sleeps * STEP_S, rel=1e-6)
+
+
+async def test_an_overrun_within_the_catch_up_is_made_up_by_the_next_steps() -> None:
+    overrun = 2e-6  # as above, but the engine may run up to 1 ms of wall time behind
+    reading, sleeps = await _clock_after_one_request(overrun, catch_up=1e-3)
+    assert sleeps >= 20 and reading["lostSeconds"] == pytest.approx(0.0, abs=1e-9)
+    # Steps follow one another in virtual time; only the last wake-up's overrun is pending.
+    assert reading["virtualSeconds"] == pytest.approx(sleeps * STEP_S + overrun * SCALE)
+
+
+async def test_an_overrun_beyond_the_catch_up_is_given_up_and_counted() -> None:
+    overrun = 2e-3  # 2 s of virtual time per step, above a 1 ms catch-up
+    reading, sleeps = await _clock_after_one_request(overrun, catch_up=1e-3)
+    assert reading["lostSeconds"] == pytest.approx(sleeps * overrun * SCALE, rel=1e-6)
     assert reading["virtualSeconds"] == pytest.approx(sleeps * STEP_S, rel=1e-6)

@@ -1,12 +1,14 @@
 """Drives the pure scheduler in (scaled) real time on the asyncio loop.
 
 Virtual time runs `time_scale` times faster than the loop's clock. One task loops: schedule
-a step at the current virtual time, sleep until the step's end maps to real time, complete
-it, wake the requests that got a token. If the loop falls behind (a busy process), the lag
-is NOT charged to the simulated engine: the virtual clock is rebased to the step's end, so
-reported latencies are the capacity model's, not this process's. What it loses that way is
-counted (`lost_seconds`): virtual time that ran slower than `time_scale` x the wall clock,
-i.e. the machine could not keep the time scale (`tokenfleet demo` checks it).
+a step, sleep until the step's end maps to real time, complete it, wake the requests that
+got a token. A busy engine's steps follow one another in virtual time: each starts where the
+last ended, so a late wake-up (the OS timer's slack, the Python work of completing a step)
+shortens the next sleep instead of idling the engine. Only when the loop is more than
+`catch_up_seconds` of wall time behind (a machine too busy to keep the time scale) is the lag
+given up: the virtual clock is rebased to the step's end, never charged to the simulated
+engine, so reported latencies stay the capacity model's. What is given up is counted
+(`lost_seconds`, virtual): `tokenfleet demo` checks it.
 """
 
 from __future__ import annotations
@@ -70,11 +72,19 @@ class SimEngine:
         metrics: EngineMetrics,
         time_scale: float,
         clock: Clock | None = None,
+        catch_up_seconds: float = 0.1,
     ) -> None:
         """`clock` is the loop's by default; tests pass one that advances only when the
-        engine sleeps, so simulated latencies do not depend on how busy the machine is."""
+        engine sleeps, so simulated latencies do not depend on how busy the machine is.
+        `catch_up_seconds`: how far (wall seconds) the loop may run behind before the lag
+        is given up; 0.1 s is far above a timer's slack and a step's own bookkeeping (a
+        millisecond), and at 10x holds one simulated second, well inside one sample of the
+        demo's 20 s view."""
         if time_scale <= 0:
             raise ValueError(f"time_scale={time_scale}: must be > 0")
+        if catch_up_seconds < 0:
+            raise ValueError(f"catch_up_seconds={catch_up_seconds}: must be >= 0")
+        self.catch_up_seconds = catch_up_seconds
         self.scheduler = scheduler
         self.metrics = metrics
         self.time_scale = time_scale
@@ -140,9 +150,13 @@ class SimEngine:
 
     async def _run(self) -> None:
         scheduler = self.scheduler
+        last_end: float | None = None  # the step just completed, when it was not given up
         while True:
-            step = scheduler.schedule(self.now())
+            # No await between a step's completion and the next schedule, so no request
+            # can arrive after `last_end` and be scheduled before it arrived.
+            step = scheduler.schedule(self.now() if last_end is None else last_end)
             if step is None:
+                last_end = None
                 self._work.clear()
                 await self._work.wait()
                 # An idle engine starts at once: the loop's wake-up latency (x time_scale)
@@ -156,9 +170,13 @@ class SimEngine:
             self._step_end = None
             self.steps += 1
             self.metrics.on_step(step, outcome, scheduler)
-            # Never let this process's own lag count as engine time; count it instead.
-            self.lost_seconds += max(0.0, self.now() - step.end)
-            self._rebase(step.end)
+            # Never let this process's own lag count as engine time: catch it up on the next
+            # steps while it is small, give it up (and count it) once it is not.
+            last_end = step.end
+            lag = self.now() - step.end
+            if lag > self.catch_up_seconds * self.time_scale:
+                self.lost_seconds += lag
+                self._rebase(step.end)
             for request in outcome.sampled:
                 handle = self._handles.get(request)
                 if handle is not None and (handle.every_token or request.finished):

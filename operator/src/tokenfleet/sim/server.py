@@ -42,6 +42,7 @@ class SimSettings:
     engine: str  # "vllm" | "sglang"
     config: SchedulerConfig
     time_scale: float = 1.0
+    catch_up_seconds: float = 0.1  # see SimEngine: wall lag caught up before it is given up
     seed: int = 0
     chat_default_max_tokens: int = CHAT_DEFAULT_MAX_TOKENS
     engine_version: str | None = None  # picks version-dependent metric names
@@ -87,8 +88,9 @@ def build_app(
             lora_timer = LoraTimer(timer, adapters, lora.fixed_s, lora.per_adapter_s)
             step_timer = lora_timer
         engine = SimEngine(
-            Scheduler(settings.config, step_timer), metrics, settings.time_scale, clock
-        )
+            Scheduler(settings.config, step_timer), metrics, settings.time_scale, clock,
+            settings.catch_up_seconds,
+        )  # fmt: skip
         if lora_timer is not None:
             lora_timer.scheduler = engine.scheduler
         metrics.on_queue_change(engine.scheduler)
