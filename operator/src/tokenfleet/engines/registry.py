@@ -6,7 +6,7 @@ memory model's version profiles, in capacity/engine_profiles.py: the capacity mo
 those at every plan, and engines/ already sits above capacity (it imports capacity.types), so
 the registry points at them rather than moving them; so do the capacity model's engine
 facts (EngineFacts, the record's `facts`). Callers outside engines/ read a fact of the record
-and never compare an engine's name (tests/unit/engines/test_engine_names.py). Container
+and never compare an engine's name (a unit test walks the package's syntax to hold it). Container
 images per engine and vendor are engines/images.py's table.
 """
 
