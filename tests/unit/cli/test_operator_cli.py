@@ -85,6 +85,7 @@ def test_a_failed_login_is_one_line_per_retry(
     assert "KUBECONFIG" in message
 
 
+@pytest.mark.slow  # over a second: the unit-slow tier
 def test_a_picker_cluster_role_that_is_no_name_is_refused(tmp_path: Path) -> None:
     line = _one_error_line(_operator(tmp_path, "--picker-cluster-role", "Bad Role"))
     assert "--picker-cluster-role 'Bad Role'" in line and "tokenfleet-endpoint-picker" in line

@@ -60,6 +60,7 @@ def test_the_walk_finds_name_comparisons(source: str, expected: list[tuple[int, 
     assert name_comparisons(source) == expected
 
 
+@pytest.mark.slow  # over a second: the unit-slow tier
 def test_no_module_outside_the_engine_records_compares_engine_names() -> None:
     found = [
         f"{path.relative_to(PACKAGE)}:{line}: compares with {name!r}"

@@ -81,6 +81,7 @@ async def run_load(
     return load
 
 
+@pytest.mark.slow  # over a second: the unit-slow tier
 async def test_every_arrival_is_sent_on_its_schedule(sim_url: str) -> None:
     schedule = Schedule((20, 40, 20), 20, low=1.0, high=2.0)
     load = await run_load(schedule, lambda: [sim_url], time_scale=50.0)
