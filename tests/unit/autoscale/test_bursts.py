@@ -68,6 +68,37 @@ def test_a_burst_is_a_rise_over_within_a_cold_start(loads: list[float], bursts: 
     assert len(_feed(loads).bursts) == bursts
 
 
+# The demand read every 30 s on a slow ramp at a fraction of a request per second (0.24 to
+# 1.5 req/s, one replica serving 0.64 at targetUtilization): a minute's count of a few
+# tenths of a request per second doubles and halves by chance.
+NOISY_RAMP = [0.05, 0.22, 0.17, 0.25, 0.27, 0.17, 0.48, 0.38, 0.48, 0.67, 0.18, 0.82, 0.58]
+NOISY_RAMP += [0.78, 0.93, 0.9, 0.9, 1.5, 0.52, 1.07, 1.15, 1.12, 1.53, 1.73, 1.48]
+
+
+@pytest.mark.parametrize(("scale", "counted"), [(1.0, False), (30.0, True)])
+def test_a_rise_must_stand_out_of_the_rates_counting_noise(scale: float, counted: bool) -> None:
+    """At the ramp's own rates its swings are counting noise: no recurring bursts, no
+    floor to cap the ramp. The same swings at 30x the load (30x the counts, the noise only
+    sqrt(30)x) are real rises over within a cold start: recurring bursts."""
+    memory = BurstMemory()
+    for i, demand in enumerate(NOISY_RAMP):
+        memory = observe(
+            memory,
+            now=30.0 * i,
+            ready=1 if i < 12 else 2,
+            demand=demand * scale,
+            per_replica=0.64 * scale,
+            slo_met=True,
+            scaled_up=False,
+            span=SPAN,
+            lag=LAG,
+            default_cold_start=120.0,
+        )
+    assert (len(memory.bursts) >= 2) is counted
+    now = 30.0 * len(NOISY_RAMP)
+    assert (floor(memory, 0.8 * scale, now, SPAN) is not None) is counted
+
+
 @pytest.mark.parametrize(
     ("loads", "now_after", "replicas"),
     [

@@ -39,7 +39,8 @@ MEMORY = 16
 RISE = 2.0
 """A burst at least doubles the load (the policy's scale-up rate, x2 per decision): the
 counting noise of a steady or slowly moving load at many replicas crosses a replica's worth
-of load often, but never doubles it."""
+of load often, but never doubles it. At a fraction of a request per second it does, so a
+rise, and the fall that ends it, must also stand out of that noise (_beyond_noise)."""
 
 
 Burst = tuple[float, float, int, bool]
@@ -189,6 +190,7 @@ def observe(
     lag: float,
     default_cold_start: float,
     missed: float = 0.0,
+    noise_z: float = 2.0,
 ) -> BurstMemory:
     """Update the memory after a decision. A rise is load at least RISE x the quietest of
     the span for which the feed-forward (at `per_replica`: capacity x targetUtilization)
@@ -198,7 +200,8 @@ def observe(
     the load by then and the load has at least halved since the order. A rise is also load
     at least RISE x the quietest for which the SLO broke (`slo_met` False; `missed`: the
     window's missed share): a breach an extra replica fixes, whether or not the
-    feed-forward asks for one."""
+    feed-forward asks for one. Starting a rise and ending it both take a change beyond
+    `noise_z` standard deviations of the readings' counting noise."""
     ordered, cold = memory.ordered, memory.cold_start
     # Requests and misses between decisions (a window's share x its rate, integrated over
     # time, counts each request once).
@@ -231,7 +234,7 @@ def observe(
         # The policy never runs fewer than one replica: load that one replica serves is no
         # rise, whether the quiet load is a trickle or nothing at all.
         quiet = max(1, math.ceil(low / per_replica - 1e-9))
-        doubled = demand >= RISE * low
+        doubled = demand >= RISE * low and _beyond_noise(demand, low, lag, noise_z)
         # A breach counts as a rise only at load that doubled: a breach at the quiet load is
         # not a burst's.
         above = math.ceil(demand / per_replica - 1e-9) > quiet or (doubled and not slo_met)
@@ -244,6 +247,8 @@ def observe(
                 since, peak, fewest, met = rising
                 rising = (since, max(peak, demand), min(fewest, ready), met and slo_met)
             rise_misses += missed * demand * max(dt, 0.0)
+        elif rising is not None and not _beyond_noise(rising[1], demand, lag, noise_z):
+            pass  # a dip within the counting noise of the rise's peak does not end it
         elif rising is not None:
             since, peak, fewest, met = rising
             short = now - since <= (cold if cold is not None else default_cold_start) + lag
@@ -253,3 +258,11 @@ def observe(
                 breaks = (*breaks[-(RECURRING - 1) :], (served, rise_misses, fewest, peak))
             rising, rise_misses = None, 0.0
     return BurstMemory(ordered, cold, loads, rising, bursts, served, now, rise_misses, breaks)
+
+
+def _beyond_noise(high: float, low: float, window: float, z: float) -> bool:
+    """Whether two readings of a rate over `window` seconds differ beyond z standard
+    deviations of their counting noise (Poisson counts / window: the variance of their
+    difference is (high + low) / window under a steady rate). At many replicas a doubling
+    always is; at a few tenths of a request per second a minute's count doubles by chance."""
+    return high - low > z * math.sqrt(max(high + low, 0.0) / window)

@@ -460,6 +460,7 @@ def _remember(
         span=floor.span,
         lag=floor.lag,
         default_cold_start=params.forecast_seconds,
+        noise_z=params.trend_noise_z,
     )
     history = replace(history, bursts=memory)
     if outcome.desired > current.desired:
