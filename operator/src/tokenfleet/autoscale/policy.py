@@ -377,6 +377,12 @@ def _burst_floor(
     if standing is not None and (sizing.load <= standing.peak or young):
         sizing.details["burstFloor"] = standing.replicas
         raw = min(standing.replicas, max(sizing.raw, current.desired))
+        # Not chasing is no reason to cut: replicas the load keeps busy even at full
+        # utilisation stay (a floor sized at a quieter time must not take away the
+        # replicas of a load that has since outgrown it).
+        effective = sizing.capacity.effective
+        busy = math.ceil(sizing.demand / effective - 1e-9) if effective > 0 else 0
+        raw = max(raw, min(current.desired, busy))
         sizing = replace(sizing, raw=raw, driver="bursts")
     return sizing, _Floor(standing, span, lag)
 
