@@ -380,11 +380,15 @@ def _burst_floor(
         # Not chasing is no reason to cut: replicas the load keeps busy even at full
         # utilisation stay (a floor sized at a quieter time must not take away the
         # replicas of a load that has since outgrown it).
-        effective = sizing.capacity.effective
-        busy = math.ceil(sizing.demand / effective - 1e-9) if effective > 0 else 0
-        raw = max(raw, min(current.desired, busy))
+        raw = max(raw, min(current.desired, _at_full(sizing)))
         sizing = replace(sizing, raw=raw, driver="bursts")
     return sizing, _Floor(standing, span, lag)
+
+
+def _at_full(sizing: _Sizing) -> int:
+    """Replicas the demand keeps busy at full utilisation of the capacity learnt."""
+    effective = sizing.capacity.effective
+    return math.ceil(sizing.demand / effective - 1e-9) if effective > 0 else 0
 
 
 def _limit(
@@ -420,7 +424,7 @@ def _limit(
     # What the load needs at full utilisation: while replicas start, only a load that even
     # all of them could not serve orders more (the SLO signals lag the starting replicas).
     effective = sizing.capacity.effective
-    at_full = math.ceil(sizing.demand / effective - 1e-9) if effective > 0 else 0
+    at_full = _at_full(sizing)
     outgrown = at_full > current.desired
     # ...and, while the SLO is broken, must also drain the queue it built within a cold
     # start: a fleet at exactly full utilisation never does, and the SLO would stay broken
