@@ -46,17 +46,15 @@ from tokenfleet.render.routing import manifests as routing_manifests
 from tokenfleet.render.service import endpoint_url, service
 from tokenfleet.render.simulate import check_simulate
 from tokenfleet.render.storage import model_cache_claim
-from tokenfleet.render.workload import deployment, leader_worker_set, workload
+from tokenfleet.render.workload import workload
 
 __all__ = [
     "ENGINE_CONTAINER",
     "SERVICE_PORT",
     "RenderError",
     "all",
-    "deployment",
     "endpoint_url",
     "labels",
-    "leader_worker_set",
     "model_cache_claim",
     "pod_disruption_budget",
     "pod_monitor",
