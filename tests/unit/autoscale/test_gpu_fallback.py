@@ -19,6 +19,8 @@ S = Settings(unschedulable_seconds=300, dwell_seconds=600)
 TWO = (Candidate("h100-sxm"), Candidate("l40s"))
 NO_ROOM = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
 UNBOUND = "pod has unbound immediate PersistentVolumeClaims"
+# h100-sxm has been short since t=1000 s, with 2 of its replicas scheduled.
+H100_SHORT = (TypeState("h100-sxm", 1000.0, 2, NO_ROOM),)
 
 
 def test_all_on_the_preferred_type_while_it_schedules() -> None:
@@ -48,17 +50,15 @@ def test_past_the_deadline_new_replicas_go_to_the_runner_up() -> None:
 
 
 def test_more_replicas_while_short_all_go_to_the_runner_up() -> None:
-    short = [TypeState("h100-sxm", 1000.0, 2, NO_ROOM)]
     seen = {"h100-sxm": TypeObserved(2, 2, 2), "l40s": TypeObserved(1, 1, 1)}
-    p = decide(TWO, 6, seen, short, 1100.0, S)
+    p = decide(TWO, 6, seen, H100_SHORT, 1100.0, S)
     assert p.split == {"h100-sxm": 2, "l40s": 4} and not p.events
 
 
 def test_pending_that_clears_and_reappears_within_the_dwell_does_not_flap() -> None:
-    short = [TypeState("h100-sxm", 1000.0, 2, NO_ROOM)]
     # A third h100 replica scheduled meanwhile (capacity came back) but the dwell runs.
     cleared = {"h100-sxm": TypeObserved(2, 3, 3), "l40s": TypeObserved(1, 1, 1)}
-    p1 = decide(TWO, 3, cleared, short, 1200.0, S)
+    p1 = decide(TWO, 3, cleared, H100_SHORT, 1200.0, S)
     assert p1.split["h100-sxm"] == 2 and p1.states[0].short_since == 1000.0 and not p1.events
     # ... and a new pending pod right after: still no move either way.
     again = {"h100-sxm": TypeObserved(2, 2, 2, 1250.0, NO_ROOM), "l40s": TypeObserved(1, 1, 1)}
@@ -68,17 +68,15 @@ def test_pending_that_clears_and_reappears_within_the_dwell_does_not_flap() -> N
 
 
 def test_after_the_dwell_one_probe_replica_tries_the_preferred_type() -> None:
-    short = [TypeState("h100-sxm", 1000.0, 2, NO_ROOM)]
     seen = {"h100-sxm": TypeObserved(2, 2, 2), "l40s": TypeObserved(1, 1, 1)}
-    p = decide(TWO, 3, seen, short, 1600.0, S)
+    p = decide(TWO, 3, seen, H100_SHORT, 1600.0, S)
     # The probe is placed; the l40s replica keeps serving until it is ready (a surge).
     assert p.split == {"h100-sxm": 3, "l40s": 1} and not p.events
 
 
 def test_a_probe_that_schedules_returns_the_fleet_to_the_preferred_type() -> None:
-    short = [TypeState("h100-sxm", 1000.0, 2, NO_ROOM)]
     seen = {"h100-sxm": TypeObserved(3, 3, 2), "l40s": TypeObserved(1, 1, 1)}
-    p = decide(TWO, 3, seen, short, 1650.0, S)
+    p = decide(TWO, 3, seen, H100_SHORT, 1650.0, S)
     (event,) = p.events
     assert not event.warning and event.reason == "GpuAvailable"
     assert p.states[0] == TypeState("h100-sxm") and p.fallback is None
@@ -88,9 +86,8 @@ def test_a_probe_that_schedules_returns_the_fleet_to_the_preferred_type() -> Non
 
 
 def test_a_probe_that_stays_pending_restarts_the_dwell_quietly() -> None:
-    short = [TypeState("h100-sxm", 1000.0, 2, NO_ROOM)]
     seen = {"h100-sxm": TypeObserved(3, 2, 2, 1600.0, NO_ROOM), "l40s": TypeObserved(1, 1, 1)}
-    p = decide(TWO, 3, seen, short, 1900.0, S)
+    p = decide(TWO, 3, seen, H100_SHORT, 1900.0, S)
     assert p.states[0].short_since == 1900.0 and p.states[0].held == 2 and not p.events
     assert p.split == {"h100-sxm": 2, "l40s": 1}
 
@@ -112,9 +109,8 @@ def test_with_no_room_anywhere_the_rest_waits_on_the_first_type_a_max_count_allo
 
 
 def test_scale_down_releases_the_fallback_type_first() -> None:
-    short = [TypeState("h100-sxm", 1000.0, 2, NO_ROOM)]
     seen = {"h100-sxm": TypeObserved(2, 2, 2), "l40s": TypeObserved(3, 3, 3)}
-    assert decide(TWO, 3, seen, short, 1100.0, S).split == {"h100-sxm": 2, "l40s": 1}
+    assert decide(TWO, 3, seen, H100_SHORT, 1100.0, S).split == {"h100-sxm": 2, "l40s": 1}
 
 
 def _pod(gpu: str, role: str, node: str | None, **status: Any) -> dict[str, Any]:
