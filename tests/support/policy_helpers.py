@@ -11,15 +11,17 @@ from tokenfleet.autoscale.types import CapacityEstimate, Decision, FleetState, H
 CAPACITY = 10.0  # predicted req/s per replica in every test
 
 
-def spec(**autoscaling: Any) -> LLMServiceSpec:
+def spec(routing: bool = False, **autoscaling: Any) -> LLMServiceSpec:
+    """`routing`: the spec routes through the gateway (what minReplicas 0 needs)."""
     scaling = {"enabled": True, "minReplicas": 1, "maxReplicas": 20, **autoscaling}
-    return LLMServiceSpec.model_validate(
-        {
-            "model": {"id": "meta-llama/Llama-3.1-8B"},
-            "gpu": {"type": "h100-sxm"},
-            "autoscaling": scaling,
-        }
-    )
+    body: dict[str, Any] = {
+        "model": {"id": "meta-llama/Llama-3.1-8B"},
+        "gpu": {"type": "h100-sxm"},
+        "autoscaling": scaling,
+    }
+    if routing:
+        body["routing"] = {"enabled": True}
+    return LLMServiceSpec.model_validate(body)
 
 
 def fleet(desired: int, ready: int | None = None, lo: int = 1, hi: int = 20) -> FleetState:

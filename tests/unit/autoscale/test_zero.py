@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.policy_helpers import first_history, fleet, signals
+from tests.support.policy_helpers import first_history, fleet, signals, spec
 from tokenfleet.api.spec import LLMServiceSpec
 from tokenfleet.autoscale.policy import decide
 from tokenfleet.autoscale.types import Decision, FleetState, History
@@ -20,15 +20,7 @@ AFTER = 600  # scaleToZeroAfterSeconds' default
 
 
 def zspec(**autoscaling: Any) -> LLMServiceSpec:
-    scaling = {"enabled": True, "minReplicas": 0, "maxReplicas": 8, **autoscaling}
-    return LLMServiceSpec.model_validate(
-        {
-            "model": {"id": "meta-llama/Llama-3.1-8B"},
-            "gpu": {"type": "h100-sxm"},
-            "autoscaling": scaling,
-            "routing": {"enabled": True},
-        }
-    )
+    return spec(routing=True, **{"minReplicas": 0, "maxReplicas": 8, **autoscaling})
 
 
 def idle(at: float, reporting: int = 1, queued: float | None = 0.0) -> Any:
