@@ -165,14 +165,12 @@ def evaluate(
         # The drafter lives with the last pipeline stage (vLLM builds it on the last PP
         # rank: gpu_model_runner.py), beside the LM head whose hidden states it reads.
         draft = s.draft if last else None
+        at = _Stage(arch, profile, layout, s, total, w, lora[stage], draft)
         if not engine_facts(profile.engine).profile_run:
-            ev = _sglang_stage(
-                arch, profile, layout, s, total, w, full + sliding, lora[stage], draft
-            )
+            ev = _sglang_stage(at, full + sliding)
         else:
-            act = activation_bytes(arch, profile, layout.tp, s, last, act_b)
             ev = _vllm_stage(
-                arch, profile, layout, s, total, w, act, full, sliding, lora[stage], draft
+                at, activation_bytes(arch, profile, layout.tp, s, last, act_b), full, sliding
             )
         if best is None or ev.kv_tokens < best.kv_tokens:
             best = ev
@@ -187,19 +185,23 @@ def evaluate(
     )
 
 
-def _vllm_stage(
-    arch: ModelArch,
-    profile: EngineProfile,
-    layout: Layout,
-    s: Settings,
-    total: float,
-    weights: float,
-    act: float,
-    full: int,
-    sliding: int,
-    lora: float = 0.0,
-    draft: Draft | None = None,
-) -> Evaluation:
+@dataclass(frozen=True)
+class _Stage:
+    """One pipeline stage's memory inputs: what both engines' budgets start from."""
+
+    arch: ModelArch
+    profile: EngineProfile
+    layout: Layout
+    s: Settings
+    total: float  # the GPU's bytes
+    weights: float
+    lora: float
+    draft: Draft | None
+
+
+def _vllm_stage(at: _Stage, act: float, full: int, sliding: int) -> Evaluation:
+    arch, profile, layout, s = at.arch, at.profile, at.layout, at.s
+    total, weights, lora, draft = at.total, at.weights, at.lora, at.draft
     budget = total * s.memory_fraction
     non_torch = profile.non_torch_gib(layout.tp) * GIB
     graphs = cuda_graph_bytes(full + sliding, layout.tp)
@@ -233,17 +235,9 @@ def _vllm_stage(
     return Evaluation(layout, memory, tokens, per_token, concurrency, 0.0)
 
 
-def _sglang_stage(
-    arch: ModelArch,
-    profile: EngineProfile,
-    layout: Layout,
-    s: Settings,
-    total: float,
-    weights: float,
-    layers: int,
-    lora: float = 0.0,
-    draft: Draft | None = None,
-) -> Evaluation:
+def _sglang_stage(at: _Stage, layers: int) -> Evaluation:
+    arch, profile, layout, s = at.arch, at.profile, at.layout, at.s
+    total, weights, lora, draft = at.total, at.weights, at.lora, at.draft
     init = (profile.init_overhead_gib + profile.init_overhead_per_rank_gib * layout.tp) * GIB
     free_at_start = total - init
     drafted = draft.weight_bytes if draft else 0.0
