@@ -146,19 +146,6 @@ def role_open(
     )  # fmt: skip
 
 
-def decode_open(
-    timer: DecodeTimer,
-    replica: Replica,
-    rate: float,
-    prompt: int,
-    output: int,
-    slo: tuple[float, float],
-    in_flight: float,
-) -> LoadStats:
-    """Poisson landings at `rate` (role_open, no client overhead)."""
-    return role_open(timer, replica, rate, prompt, output, slo, in_flight, 0.0)
-
-
 def decode_one(timer: DecodeTimer, replica: Replica, prompt: int, output: int) -> LoadStats:
     return decode_closed(timer, replica, 1, prompt, output)
 
@@ -177,7 +164,7 @@ def decode_run(
     rate: float,
 ) -> LoadStats:
     one = decode_one(timer, replica, prompt, output)
-    return decode_open(timer, replica, rate, prompt, output, slo, rate * one.e2e_mean * 2)
+    return role_open(timer, replica, rate, prompt, output, slo, rate * one.e2e_mean * 2, 0.0)
 
 
 # --- the search ------------------------------------------------------------------------

@@ -128,11 +128,7 @@ def decode_only_tpot(p: Plan, prompt: int, output: int, rate: float) -> float:
 
     timer = r.DecodeTimer(step_model(p), prompt)
     replica = r.decode_replica(p, prompt)
-    one = r.decode_one(timer, replica, prompt, output)
-    stats = r.decode_open(
-        timer, replica, rate, prompt, output, (math.inf, math.inf), rate * one.e2e_mean * 2
-    )
-    return stats.tpot_p50
+    return r.decode_run(timer, replica, prompt, output, (math.inf, math.inf), rate).tpot_p50
 
 
 def _cost(req: PlanRequest, p: RoleCapacity, d: RoleCapacity) -> float:
