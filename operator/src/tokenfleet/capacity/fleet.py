@@ -22,19 +22,13 @@ from tokenfleet.scheduling.virtual import LoadStats
 
 
 def _at_rate(p: Plan, rate: float) -> LoadStats:
-    """One replica of plan `p` under Poisson arrivals at `rate` (the target spread evenly)."""
+    """One replica of plan `p` (the replica it renders) under Poisson arrivals at `rate`
+    (the target spread evenly)."""
     from tokenfleet.capacity import step_model  # the package imports this module
 
     req = p.request
     assert req is not None
-    replica = Replica.of(
-        p.engine,
-        p.kv_cache_tokens,
-        p.max_num_seqs,
-        p.max_num_batched_tokens,
-        p.max_model_len,
-        p.pipeline_parallel_size,
-    )
+    replica = Replica.for_plan(p)
     e2e_s = (p.predicted.ttft_ms + p.predicted.tpot_ms * req.output_tokens) / 1e3
     slo = (req.ttft_slo_ms / 1e3, req.tpot_slo_ms / 1e3)
     prefill = prefill_tokens(req.input_tokens, req.prefix_cache_hit_rate)
