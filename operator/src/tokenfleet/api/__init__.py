@@ -23,7 +23,7 @@ Public names:
 - to_plan_request(service, config=None) -> capacity.PlanRequest; raises UserError (PlanError
   where the planner refuses the request).
 - plan_service(request) -> capacity.Plan: capacity.plan whose errors name spec fields.
-- GROUP, VERSION, API_VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, CATEGORIES.
+- GROUP, VERSION, API_VERSION, KIND, PLURAL.
 - build_crd() -> dict (tokenfleet.api.crd).
 
 Models serialize to the YAML form with `.to_dict()` (camelCase, unset fields omitted) and
@@ -53,12 +53,9 @@ from tokenfleet.api.planrequest import plan_service, spec_error, to_plan_request
 from tokenfleet.api.routing import GatewayRef, RoutingSpec
 from tokenfleet.api.spec import (
     API_VERSION,
-    CATEGORIES,
     GROUP,
     KIND,
     PLURAL,
-    SHORT_NAMES,
-    SINGULAR,
     VERSION,
     LLMService,
     LLMServiceSpec,
@@ -76,12 +73,9 @@ from tokenfleet.api.workload import SloSpec, WorkloadSpec
 
 __all__ = [
     "API_VERSION",
-    "CATEGORIES",
     "GROUP",
     "KIND",
     "PLURAL",
-    "SHORT_NAMES",
-    "SINGULAR",
     "VERSION",
     "AutoscalingSpec",
     "AutoscalingStatus",

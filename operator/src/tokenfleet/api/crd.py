@@ -7,17 +7,13 @@ from typing import Any
 import yaml
 
 from tokenfleet.api.schema import structural_schema
-from tokenfleet.api.spec import (
-    CATEGORIES,
-    GROUP,
-    KIND,
-    PLURAL,
-    SHORT_NAMES,
-    SINGULAR,
-    VERSION,
-    LLMServiceSpec,
-)
+from tokenfleet.api.spec import GROUP, KIND, PLURAL, VERSION, LLMServiceSpec
 from tokenfleet.api.status import LLMServiceStatus
+
+# Names only the CRD carries (kubectl get llms; kubectl get tokenfleet lists every kind).
+SINGULAR = "llmservice"
+SHORT_NAMES = ("llms", "llmsvc")
+CATEGORIES = ("tokenfleet",)
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
 CRD_FILE = f"{GROUP}_{PLURAL}.yaml"

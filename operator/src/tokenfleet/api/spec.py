@@ -29,9 +29,6 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "LLMService"
 PLURAL = "llmservices"
-SINGULAR = "llmservice"
-SHORT_NAMES = ("llms", "llmsvc")
-CATEGORIES = ("tokenfleet",)
 
 
 class LLMServiceSpec(SpecModel):
