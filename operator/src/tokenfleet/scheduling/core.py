@@ -44,6 +44,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from tokenfleet.scheduling.free_queue import FreeQueue, FreeRun
+
 
 class StepTimer(Protocol):
     """What the scheduler needs from the capacity model's step_model(plan)."""
@@ -151,7 +153,7 @@ class SimRequest:
     finished_at: float | None = None
     token_times: list[float] = field(default_factory=list)
     # Preempted with prefix caching on: its full blocks in the free queue (Scheduler).
-    cached: FreeRun | None = None
+    cached: FreeRun[SimRequest] | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -161,16 +163,6 @@ class SimRequest:
     @property
     def finished(self) -> bool:
         return self.finished_at is not None
-
-
-@dataclass(eq=False, slots=True)
-class FreeRun:
-    """Consecutive blocks of the free queue (vLLM's FreeKVCacheBlockQueue, allocated from its
-    head, freed to its tail): `count` blocks of a preempted request's prefix, still cached
-    (`owner`), or blocks nobody will hit (owner None)."""
-
-    owner: SimRequest | None
-    count: int
 
 
 # The three records below are NamedTuples, not frozen dataclasses: immutable all the same,
@@ -231,17 +223,8 @@ class Scheduler:
         self.prefix_hit_tokens = 0  # recomputation a preempted request's own cache saved
         # Per-token timestamps cost memory and time; virtual runs for plan() skip them.
         self.record_token_times = record_token_times
-        # The free queue, kept only with prefix caching and only while a preempted
-        # request's run is in it (its hit depends on what was allocated since; with none,
-        # every free block is alike and nothing is kept). Allocations are not recorded one
-        # by one: every block that left the queue other than by a hit was allocated from
-        # its head, so the head's share is settled from the counts when a hit is looked up
-        # (_settle).
-        self._queue: deque[FreeRun] = deque()
-        self._live = 0  # runs of preempted requests in the queue
-        self._appended = 0  # blocks put in the queue since it started over
-        self._hit_taken = 0  # blocks that left it as prefix-cache hits
-        self._popped = 0  # blocks taken from its head, as far as _settle applied them
+        # The prefix cache's free queue (config.prefix_caching), in blocks.
+        self._queue: FreeQueue[SimRequest] = FreeQueue()
 
     # A property, not a plain attribute, because LazyScheduler overrides it: compiled (mypyc),
     # this class's own reads of a plain attribute would skip the override.
@@ -290,9 +273,8 @@ class Scheduler:
         run in the free queue is blocks nobody will hit."""
         run = request.cached
         if run is not None:
-            run.owner = None
+            self._queue.disown(run)
             request.cached = None
-            self._live -= 1
 
     # -- one step ------------------------------------------------------------------------------
     def schedule(self, now: float) -> ScheduledStep | None:
@@ -537,24 +519,21 @@ class Scheduler:
 
     def _free(self, request: SimRequest) -> None:
         self.free_blocks += request.blocks
-        if self._live:
-            self._append(None, request.blocks)
+        if self._queue.live:
+            self._queue.append(None, request.blocks)
         request.blocks = 0
 
     def _preempt(self, request: SimRequest) -> None:
         if self.config.prefix_caching:
-            if not self._live:  # the queue starts over: every free block is alike so far
-                self._queue.clear()
-                self._appended = self._hit_taken = self._popped = 0
-                self._append(None, self.free_blocks)
+            queue = self._queue
+            if not queue.live:  # the queue starts over: every free block is alike so far
+                queue.restart(self.free_blocks)
             # Freed tail first: the blocks past the computed prefix, then its full blocks
             # from the last to the first, which so outlive the others in the queue.
             full = min(request.num_computed // self.config.block_size, request.blocks)
             self.free_blocks += request.blocks
-            self._append(None, request.blocks - full)
-            request.cached = self._append(request, full)
-            if request.cached is not None:
-                self._live += 1
+            queue.append(None, request.blocks - full)
+            request.cached = queue.append(request, full)
             request.blocks = 0
         else:
             self._free(request)
@@ -565,36 +544,11 @@ class Scheduler:
         self.waiting.appendleft(request)
 
     # -- the prefix cache's free queue (config.prefix_caching) ------------------------------
-    def _append(self, owner: SimRequest | None, count: int) -> FreeRun | None:
-        if count <= 0:
-            return None
-        self._appended += count
-        queue = self._queue
-        if owner is None and queue and queue[-1].owner is None:
-            queue[-1].count += count
-            return None
-        run = FreeRun(owner, count)
-        queue.append(run)
-        return run if owner is not None else None
-
     def _settle(self) -> None:
-        """Take from the queue's head what was allocated since the last call."""
-        popped = self._appended - self._hit_taken - self.free_blocks
-        due = popped - self._popped
-        self._popped = popped
-        queue = self._queue
-        while due > 0 or (queue and queue[0].count == 0):
-            head = queue[0]
-            take = due if due < head.count else head.count
-            head.count -= take
-            due -= take
-            if head.count == 0:
-                owner = head.owner
-                if owner is not None:
-                    self._live -= 1
-                    if owner.cached is head:
-                        owner.cached = None
-                queue.popleft()
+        for run in self._queue.settle(self.free_blocks):
+            owner = run.owner
+            if owner is not None and owner.cached is run:
+                owner.cached = None
 
     def _hit_blocks(self, request: SimRequest) -> int:
         """Blocks of a preempted request's own prefix still in the cache: vLLM's hit, at most
@@ -609,11 +563,8 @@ class Scheduler:
     def _take_hit(self, request: SimRequest, hit: int) -> None:
         run = request.cached
         assert run is not None
-        run.count -= hit  # the prefix leaves; the run's older (tail) blocks stay, uncached
-        run.owner = None
+        self._queue.take_hit(run, hit)
         request.cached = None
-        self._live -= 1
-        self._hit_taken += hit
         self.free_blocks -= hit
         request.blocks = hit
         request.num_computed = hit * self.config.block_size

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from tokenfleet.autoscale.fleetsim.prefix import BLOCK_TOKENS, PrefixCache
 from tokenfleet.scheduling.core import SchedulerConfig, StepTimer
+from tokenfleet.scheduling.free_queue import FreeQueue, FreeRun
 
 
 @dataclass(eq=False)
@@ -86,15 +87,6 @@ class _Prefill:
         return self.request.prompt + self.request.done - self.computed
 
 
-@dataclass(eq=False)
-class _FreeRun:
-    """Consecutive tokens of the free queue: a preempted request's cached prefix (`owner`)
-    or tokens nobody will hit (None); scheduling.core.FreeRun, in tokens."""
-
-    owner: FleetRequest | None
-    count: int
-
-
 class FastReplica:
     """Event-driven continuous batching over the step model (see the module docstring)."""
 
@@ -121,11 +113,10 @@ class FastReplica:
         self.finished: list[FleetRequest] = []
         self.prefix = PrefixCache(config.kv_cache_tokens)
         self._cap = config.max_num_batched_tokens  # this step's per-request token cap
-        # The free queue (prefix_caching), kept only while a preempted request's run is in
-        # it; what left its head is settled from the counts (Scheduler._settle).
-        self._queue: deque[_FreeRun] = deque()
-        self._cached: dict[FleetRequest, _FreeRun] = {}
-        self._appended = self._hit_taken = self._popped = 0
+        # The prefix cache's free queue (prefix_caching), in tokens; each preempted request's
+        # cached run in it.
+        self._queue: FreeQueue[FleetRequest] = FreeQueue()
+        self._cached: dict[FleetRequest, FreeRun[FleetRequest]] = {}
         # reserve_outputs: the decoders' remaining outputs, each clipped (Scheduler.
         # output_reserve): those below the clip as a sum of finish steps, the others counted
         # at the clip until the step their remaining output falls to it.
@@ -426,50 +417,26 @@ class FastReplica:
         if not self.config.prefix_caching:
             self._release(released)
             return
+        queue = self._queue
         if not self._cached:  # the queue starts over: every free token is alike so far
-            self._queue.clear()
-            self._appended = self._hit_taken = self._popped = 0
-            self._append(None, self.capacity - before)
+            queue.restart(self.capacity - before)
         # Freed tail first, then its full blocks from the last to the first (core._preempt).
         size = self.config.block_size
         full = min(computed // size * size, max(released, 0))
-        self._append(None, released - full)
-        run = self._append(request, full)
+        queue.append(None, released - full)
+        run = queue.append(request, full)
         if run is not None:
             self._cached[request] = run
 
     def _release(self, tokens: int) -> None:
         if self._cached:
-            self._append(None, tokens)
-
-    def _append(self, owner: FleetRequest | None, count: int) -> _FreeRun | None:
-        if count <= 0:
-            return None
-        self._appended += count
-        queue = self._queue
-        if owner is None and queue and queue[-1].owner is None:
-            queue[-1].count += count
-            return None
-        run = _FreeRun(owner, count)
-        queue.append(run)
-        return run if owner is not None else None
+            self._queue.append(None, tokens)
 
     def _settle(self) -> None:
-        """Take from the queue's head what was allocated since the last call."""
-        popped = self._appended - self._hit_taken - (self.capacity - self.kv_used)
-        due = popped - self._popped
-        self._popped = popped
-        queue = self._queue
-        while queue and (due > 0 or queue[0].count == 0):
-            head = queue[0]
-            take = min(max(due, 0), head.count)
-            head.count -= take
-            due -= take
-            if head.count == 0:
-                owner = head.owner
-                if owner is not None and self._cached.get(owner) is head:
-                    del self._cached[owner]
-                queue.popleft()
+        for run in self._queue.settle(self.capacity - self.kv_used):
+            owner = run.owner
+            if owner is not None and self._cached.get(owner) is run:
+                del self._cached[owner]
 
     def _hit(self, request: FleetRequest) -> int:
         """Tokens of a preempted request's own prefix still cached, in whole blocks, at most
@@ -482,7 +449,4 @@ class FastReplica:
         return min(run.count, request.prompt + request.done - 1) // size * size
 
     def _take_hit(self, request: FleetRequest, hit: int) -> None:
-        run = self._cached.pop(request)
-        run.count -= hit  # the prefix leaves; the run's older (tail) blocks stay, uncached
-        run.owner = None
-        self._hit_taken += hit
+        self._queue.take_hit(self._cached.pop(request), hit)
