@@ -47,7 +47,7 @@ def test_zero_in_the_gap_and_back_for_the_second_burst(gap_csv: Path) -> None:
 def test_cli_compares_zero_with_one(capsys: pytest.CaptureFixture[str], gap_csv: Path) -> None:
     rows = {}
     for floor in ("0", "1"):
-        argv = ["autoscale-sim", "--trace", str(gap_csv), "--policy", "tokenfleet"]
+        argv = ["autoscale-sim", "--trace", str(gap_csv), "--policy", "tokenfleet", "--no-frontier"]
         assert (
             main([*argv, "--min-replicas", floor, "--scale-to-zero-after", "300", "-o", "json"])
             == 0
