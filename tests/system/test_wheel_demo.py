@@ -63,14 +63,17 @@ def test_installed_wheel_runs_a_short_demo_from_an_empty_directory(
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
+    # Not the caller's PYTHONPATH: a source tree on it (its egg-info) makes pip take
+    # tokenfleet as installed already, and the venv gets no `tokenfleet` command.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     _run(
         [str(python), "-m", "pip", "install", "-q", f"{wheel}[demo]"],
         cwd=tmp_path,
         timeout=PIP_TIMEOUT_S,
+        env=env,
     )
     work = tmp_path / "empty"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     output = _run(
         [
