@@ -217,12 +217,26 @@ def _decide_trusted(
 ) -> Decision:
     """Steps 2-6 on signals step 1 passed."""
     spec, signals, a = _read_slo(spec, current, signals, history, params, ceiling)
-    sizing, history = _size(spec, current, signals, history, a, now, params)
-    sizing = _track_slo(spec, current, signals, history, a, sizing, now, params)
-    sizing, floor = _burst_floor(spec, current, history, sizing, now, params)
-    outcome, history = _limit(spec, current, history, a, sizing, now, params)
-    history = _remember(current, history, a, sizing, floor, outcome, now, params)
-    return _decision(current, signals, history, a, sizing, floor, outcome)
+    t = _Tick(spec, current, signals, now, params)
+    sizing, history = _size(t, history, a)
+    sizing = _track_slo(t, history, a, sizing)
+    sizing, floor = _burst_floor(t, history, sizing)
+    outcome, history = _limit(t, history, a, sizing)
+    history = _remember(t, history, a, sizing, floor, outcome)
+    return _decision(t, history, a, sizing, floor, outcome)
+
+
+@dataclass(frozen=True)
+class _Tick:
+    """What the phases of one trusted decision read and none of them changes: the spec and
+    the signals as the SLO reading left them (the fixable view), the fleet, the time and
+    the parameters."""
+
+    spec: LLMServiceSpec
+    current: FleetState
+    signals: Signals
+    now: float
+    params: PolicyParams
 
 
 @dataclass(frozen=True)
@@ -281,21 +295,14 @@ def _read_slo(
     return spec, signals, a
 
 
-def _size(
-    spec: LLMServiceSpec,
-    current: FleetState,
-    signals: Signals,
-    history: History,
-    a: _Assessment,
-    now: float,
-    params: PolicyParams,
-) -> tuple[_Sizing, History]:
+def _size(t: _Tick, history: History, a: _Assessment) -> tuple[_Sizing, History]:
     """Steps 2-4: demand and its trend, the capacity learnt, the feed-forward."""
+    spec, current, signals, now, params = t.spec, t.current, t.signals, t.now, t.params
     scaling = spec.autoscaling
     rate = signals.request_rate or 0.0
     demand, arrivals, history = _demand(signals, history, now, params)
     headroom = _Headroom.of(spec, signals)
-    capacity = _learn(spec, current, signals, history, a, demand, now, params, headroom)
+    capacity = _learn(t, history, a, demand, headroom)
     history = replace(_note_ready(history, current, now), capacity=capacity)
     details: dict[str, float] = {"capacity": round(capacity.effective, 4)}
     details["demand"] = round(demand, 4)
@@ -327,22 +334,13 @@ def _size(
     return sizing, history
 
 
-def _track_slo(
-    spec: LLMServiceSpec,
-    current: FleetState,
-    signals: Signals,
-    history: History,
-    a: _Assessment,
-    sizing: _Sizing,
-    now: float,
-    params: PolicyParams,
-) -> _Sizing:
+def _track_slo(t: _Tick, history: History, a: _Assessment, sizing: _Sizing) -> _Sizing:
     """Step 4's target tracking on the SLO signal, HPA law ceil(N x metric / target), over
     the replicas that produced the signal (ready), so replicas already starting are not
     asked for twice."""
-    ready = max(current.ready, 1)
-    breaches = _breach_recommendations(spec, signals, a, ready, params)
-    if not _window_covers_fleet(history, now, params):
+    ready = max(t.current.ready, 1)
+    breaches = _breach_recommendations(t, a, ready)
+    if not _window_covers_fleet(history, t.now, t.params):
         # TTFT and attainment are windowed: right after replicas became ready they still
         # describe the smaller fleet (a backlog it built). Acting on them would order the
         # same replicas twice; the instantaneous queue and the feed-forward still act.
@@ -355,19 +353,13 @@ def _track_slo(
     return replace(sizing, raw=raw, driver=driver)
 
 
-def _burst_floor(
-    spec: LLMServiceSpec,
-    current: FleetState,
-    history: History,
-    sizing: _Sizing,
-    now: float,
-    params: PolicyParams,
-) -> tuple[_Sizing, _Floor]:
+def _burst_floor(t: _Tick, history: History, sizing: _Sizing) -> tuple[_Sizing, _Floor]:
     """Recurring bursts shorter than a cold start: replicas ordered for one arrive after
     it, so keep up to the floor that absorbs them instead of chasing past it
     (autoscale/bursts.py), also a rise above the bursts seen until it has outlasted a cold
     start. The floor only keeps what runs: ordering replicas is still the other signals'
     call, under their windows."""
+    spec, now, params = t.spec, t.now, t.params
     cold_start = bursts.cold_start(history.bursts, params.forecast_seconds)
     span = spec.autoscaling.scale_down_stabilization_seconds + cold_start
     budget = 1 - spec.slo.attainment  # the fixable view's: what replicas can spend
@@ -376,11 +368,11 @@ def _burst_floor(
     young = bursts.young(history.bursts, now, params.forecast_seconds, lag)
     if standing is not None and (sizing.load <= standing.peak or young):
         sizing.details["burstFloor"] = standing.replicas
-        raw = min(standing.replicas, max(sizing.raw, current.desired))
+        raw = min(standing.replicas, max(sizing.raw, t.current.desired))
         # Not chasing is no reason to cut: replicas the load keeps busy even at full
         # utilisation stay (a floor sized at a quieter time must not take away the
         # replicas of a load that has since outgrown it).
-        raw = max(raw, min(current.desired, _at_full(sizing)))
+        raw = max(raw, min(t.current.desired, _at_full(sizing)))
         sizing = replace(sizing, raw=raw, driver="bursts")
     return sizing, _Floor(standing, span, lag)
 
@@ -391,16 +383,9 @@ def _at_full(sizing: _Sizing) -> int:
     return math.ceil(sizing.demand / effective - 1e-9) if effective > 0 else 0
 
 
-def _limit(
-    spec: LLMServiceSpec,
-    current: FleetState,
-    history: History,
-    a: _Assessment,
-    sizing: _Sizing,
-    now: float,
-    params: PolicyParams,
-) -> tuple[_Outcome, History]:
+def _limit(t: _Tick, history: History, a: _Assessment, sizing: _Sizing) -> tuple[_Outcome, History]:
     """Steps 5-6: bounds, panic, and the windows, steps and cooldowns."""
+    spec, current, now, params = t.spec, t.current, t.now, t.params
     scaling = spec.autoscaling
     raw, details = sizing.raw, sizing.details
     if a.ttft_ratio is not None:
@@ -441,23 +426,17 @@ def _limit(
         or (a.attainment is not None and a.attainment < spec.slo.attainment)
     )
     desired, held, why = _apply_rate_limits(
-        spec, current, history, bounded, panicking, outgrown, draining, slo_met, now, params
+        t, history, bounded, panicking, outgrown, draining, slo_met
     )
     desired = min(max(desired, lo), hi)  # bounds win over every other rule
     return _Outcome(desired, held, why, limited, panicking), history
 
 
 def _remember(
-    current: FleetState,
-    history: History,
-    a: _Assessment,
-    sizing: _Sizing,
-    floor: _Floor,
-    outcome: _Outcome,
-    now: float,
-    params: PolicyParams,
+    t: _Tick, history: History, a: _Assessment, sizing: _Sizing, floor: _Floor, outcome: _Outcome
 ) -> History:
     """What the next decisions need of this one: the bursts seen, the last scale times."""
+    current, now, params = t.current, t.now, t.params
     memory = bursts.observe(
         history.bursts,
         now=now,
@@ -481,15 +460,10 @@ def _remember(
 
 
 def _decision(
-    current: FleetState,
-    signals: Signals,
-    history: History,
-    a: _Assessment,
-    sizing: _Sizing,
-    floor: _Floor,
-    outcome: _Outcome,
+    t: _Tick, history: History, a: _Assessment, sizing: _Sizing, floor: _Floor, outcome: _Outcome
 ) -> Decision:
     """The decision and its reason, in words a person reads in status."""
+    current, signals = t.current, t.signals
     raw, driver, desired = sizing.raw, sizing.driver, outcome.desired
     lo, hi = current.min_replicas, current.max_replicas
     if desired == hi and raw > hi:
@@ -740,10 +714,9 @@ def _assess(
     return _Assessment(ratio, attainment, floor, noise, broke, comfortable, panic)
 
 
-def _breach_recommendations(
-    spec: LLMServiceSpec, s: Signals, a: _Assessment, ready: int, params: PolicyParams
-) -> dict[str, int]:
+def _breach_recommendations(t: _Tick, a: _Assessment, ready: int) -> dict[str, int]:
     """Replicas each breached SLO signal asks for (absent when it is within target)."""
+    spec, s, params = t.spec, t.signals, t.params
     out: dict[str, int] = {}
     tol = params.tolerance
     # Past saturation TTFT grows with the backlog, not with the missing capacity, so each
@@ -792,19 +765,12 @@ NO_HEADROOM = _Headroom(0.0, None, 0.5)
 
 
 def _learn(
-    spec: LLMServiceSpec,
-    current: FleetState,
-    s: Signals,
-    history: History,
-    a: _Assessment,
-    demand: float,
-    now: float,
-    params: PolicyParams,
-    headroom: _Headroom = NO_HEADROOM,
+    t: _Tick, history: History, a: _Assessment, demand: float, headroom: _Headroom = NO_HEADROOM
 ) -> CapacityEstimate:
     """Correct the per-replica capacity from the load per ready replica at which the SLO held
     or broke. Bounded per decision and to [0.25, 4] x predicted. Loads count their bursts'
     headroom (`headroom`): the capacity learnt is net of it, so it holds at any fleet size."""
+    spec, current, s, now, params = t.spec, t.current, t.signals, t.now, t.params
     cap = history.capacity
     if cap is None or cap.predicted <= 0:
         return cap or CapacityEstimate(predicted=0.0)
@@ -870,19 +836,17 @@ def _learn(
 
 # -- windows, steps, cooldowns ---------------------------------------------------------------------
 def _apply_rate_limits(
-    spec: LLMServiceSpec,
-    current: FleetState,
+    t: _Tick,
     history: History,
     bounded: int,
     panicking: bool,
     outgrown: bool,
     draining: int,
     slo_met: bool,
-    now: float,
-    params: PolicyParams,
 ) -> tuple[int, HoldReason | None, str]:
     """`outgrown`: the demand needs more than every replica asked for, at full utilisation;
     `draining`: the replicas that serve it and drain the queue within a cold start."""
+    spec, current, now, params = t.spec, t.current, t.now, t.params
     scaling = spec.autoscaling
     desired = current.desired
     up_recs = [
