@@ -23,6 +23,7 @@ from tokenfleet.api.prometheus_url import (
 )
 from tokenfleet.autoscale.prometheus import PrometheusClient
 from tokenfleet.controller.prometheus_source import Allowlist, Refusal
+from tokenfleet.errors import UserError
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "llama-3.1-8b-l4-autoscale.yaml"
 ALLOWED = "http://prom.monitoring:9090"
@@ -159,3 +160,16 @@ async def test_requests_go_only_to_the_query_endpoints_below_the_base() -> None:
     ]
     with pytest.raises(ValueError, match="not a Prometheus query endpoint"):
         base.endpoint_path("/-/quit")
+
+
+def test_a_refused_url_is_a_user_error_on_one_line_with_the_url_quoted() -> None:
+    """The CLI and the status print every UserError as one line (exit 2 in the CLI): a
+    refused URL is one, and its line shows the tenant's string escaped, never raw."""
+    hostile = f"{ALLOWED}/tenant-a\r\nX-Injected: 1"
+    with pytest.raises(UserError) as refused:
+        parse_prometheus_url(hostile)
+    line = str(refused.value)
+    assert "\n" not in line and "\r" not in line
+    assert line.startswith(f"{FIELD} {hostile!r}: ")
+    assert isinstance(refused.value, UrlRefused)
+    assert (refused.value.field, refused.value.value) == (FIELD, hostile)

@@ -21,6 +21,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from tokenfleet.errors import UserError
+
 FIELD = "spec.autoscaling.prometheus.url"
 MAX_LENGTH = 2048
 QUERY = "/api/v1/query"
@@ -44,16 +46,14 @@ _LABEL_RE = re.compile(_LABEL)
 _SEGMENT_RE = re.compile(_SEGMENT)
 
 
-class UrlRefused(ValueError):
+class UrlRefused(UserError):
     """A URL that is not a plain Prometheus base URL: names the field, the value, the
-    problem and the fix (str() is one line)."""
+    problem and the fix (str() is one line). The value is a tenant's string, so the line
+    shows it quoted, escaped and cut short."""
 
     def __init__(self, field: str, value: str, problem: str, fix: str) -> None:
-        self.field = field
-        self.value = value
-        self.problem = problem
-        self.fix = fix
-        super().__init__(f"{field} {_shown(value)}: {problem}; {fix}")
+        super().__init__(field, value, problem, fix)
+        self.args = (f"{field} {_shown(value)}: {problem}; {fix}",)
 
 
 @dataclass(frozen=True)
